@@ -1,0 +1,37 @@
+# Two commands do all set-up on a fresh machine:  `make demo`  and  `make test`.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SYSSTAMP := .sysdeps.ok
+EXTRAS ?= dev
+
+.PHONY: demo test test-all lint setup sysdeps clean
+
+$(SYSSTAMP):
+	@bash scripts/install_sysdeps.sh && touch $(SYSSTAMP)
+
+$(STAMP): pyproject.toml | $(SYSSTAMP)
+	@bash scripts/make_venv.sh $(VENV) "$(EXTRAS)"
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+sysdeps: $(SYSSTAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/python scripts/demo.py
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest -q
+
+test-all: $(STAMP)
+	$(VENV)/bin/python -m pytest -q -m "slow or not slow"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check vla policies training sim hardware tests benchmarks scripts
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+clean:
+	rm -rf $(VENV) $(SYSSTAMP) outputs

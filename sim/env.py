@@ -1,0 +1,159 @@
+"""``TabletopEnv``: a gymnasium env over one registered task with the Panda, joint-position actions.
+
+Action: 7 arm joint position targets (rad) + 1 gripper finger position target (m, 0 closed .. 0.04 open).
+Observation: ``{"<camera>": uint8 [H, W, 3] per camera, "state": float32 [8], "instruction": str}``;
+state = 7 arm joint positions + the finger position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+
+from sim.rendering import CameraRenderer, speed_up_visuals
+from sim.robots.panda import PANDA, arm_qpos_adr, finger_qpos_adr, grip_site_name, wrist_camera_name
+from sim.scene import AGENTVIEW, base_scene
+from sim.tasks.base import OPEN, TASKS, Task
+
+CAMERAS = {"agentview": AGENTVIEW, "wrist": wrist_camera_name()}
+
+
+@dataclass
+class EnvConfig:
+    """Options of :class:`TabletopEnv` (every field also a Hydra override)."""
+
+    task: str = "pick_place"
+    image_size: tuple[int, int] = (96, 96)  # H, W
+    cameras: tuple[str, ...] = ("agentview", "wrist")
+    control_hz: float = 10.0
+    render: bool = True
+    max_steps: int | None = None  # default: the task's
+    terminate_on_success: bool = True
+    instruction: int | None = None  # None: a random paraphrase per episode; int: a fixed one
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            TASKS.get(self.task)  # raises with the list of tasks
+        unknown = set(self.cameras) - set(CAMERAS)
+        if unknown:
+            raise ValueError(f"unknown camera(s) {sorted(unknown)}; available: {sorted(CAMERAS)}")
+        if not 1.0 <= self.control_hz <= 100.0:
+            raise ValueError(f"control_hz={self.control_hz} out of [1, 100]")
+        self.image_size = tuple(int(v) for v in self.image_size)  # type: ignore[assignment]
+
+
+class TabletopEnv(gym.Env):
+    """A Panda on a table with one task; gymnasium API, usable in vector envs."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+
+    def __init__(self, config: EnvConfig | None = None, **overrides) -> None:
+        cfg = config or EnvConfig(**overrides)
+        self.cfg = cfg
+        self.task: Task = TASKS.get(cfg.task)()
+        spec = base_scene()
+        self.task.build(spec)
+        self.model = spec.compile()
+        speed_up_visuals(self.model)
+        self.data = mujoco.MjData(self.model)
+        self._arm = arm_qpos_adr(self.model)
+        self._finger = finger_qpos_adr(self.model)[0]
+        self._grip = self.model.site(grip_site_name()).id
+        self.n_substeps = max(1, round(1.0 / (cfg.control_hz * self.model.opt.timestep)))
+        self.dt = self.n_substeps * self.model.opt.timestep
+        self.max_steps = cfg.max_steps or int(self.task.max_steps * cfg.control_hz / 10.0)
+        self.metadata = {**self.metadata, "render_fps": cfg.control_hz}
+        lo = np.r_[self.model.jnt_range[[self.model.joint(PANDA.prefix + j).id for j in PANDA.arm_joints]][:, 0],
+                   PANDA.gripper_range[0]]
+        hi = np.r_[self.model.jnt_range[[self.model.joint(PANDA.prefix + j).id for j in PANDA.arm_joints]][:, 1],
+                   PANDA.gripper_range[1]]
+        self.action_space = gym.spaces.Box(lo.astype(np.float32), hi.astype(np.float32), dtype=np.float32)
+        h, w = cfg.image_size
+        spaces: dict[str, gym.Space] = {
+            cam: gym.spaces.Box(0, 255, (h, w, 3), dtype=np.uint8) for cam in (cfg.cameras if cfg.render else ())
+        }
+        spaces["state"] = gym.spaces.Box(-np.inf, np.inf, (8,), dtype=np.float32)
+        spaces["instruction"] = gym.spaces.Text(max_length=200)
+        self.observation_space = gym.spaces.Dict(spaces)
+        self._renderer = (
+            CameraRenderer(self.model, {CAMERAS[c]: cfg.image_size for c in cfg.cameras}) if cfg.render else None
+        )
+        self.instruction = self.task.instructions[0]
+        self.steps = 0
+
+    # ---- state -------------------------------------------------------------------------------------
+    def joint_state(self) -> np.ndarray:  # [8]
+        return np.r_[self.data.qpos[self._arm], self.data.qpos[self._finger]].astype(np.float32)
+
+    def grip_pos(self) -> np.ndarray:  # [3]
+        return self.data.site_xpos[self._grip].copy()
+
+    def get_state(self) -> np.ndarray:
+        """The full physics state (qpos, qvel, act, mocap poses, time) for exact restore."""
+        spec = mujoco.mjtState.mjSTATE_INTEGRATION
+        out = np.empty(mujoco.mj_stateSize(self.model, spec))
+        mujoco.mj_getState(self.model, self.data, out, spec)
+        return out
+
+    def set_state(self, state: np.ndarray) -> None:
+        spec = mujoco.mjtState.mjSTATE_INTEGRATION
+        if len(state) != mujoco.mj_stateSize(self.model, spec):
+            raise ValueError(f"state has {len(state)} values; this model needs {mujoco.mj_stateSize(self.model, spec)}")
+        mujoco.mj_setState(self.model, self.data, np.asarray(state, dtype=np.float64), spec)
+        mujoco.mj_forward(self.model, self.data)
+
+    def _obs(self) -> dict:
+        obs: dict = {"state": self.joint_state(), "instruction": self.instruction}
+        if self._renderer is not None:
+            imgs = self._renderer.render(self.data)
+            for cam in self.cfg.cameras:
+                obs[cam] = imgs[CAMERAS[cam]]
+        return obs
+
+    # ---- gymnasium ---------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        rng = self.np_random
+        mujoco.mj_resetData(self.model, self.data)
+        self.data.qpos[self._arm] = PANDA.home
+        self.data.qpos[finger_qpos_adr(self.model)] = [OPEN, -OPEN]
+        self.data.ctrl[:7] = PANDA.home
+        self.data.ctrl[7] = OPEN
+        self.task.reset(self.model, self.data, rng)
+        k = self.cfg.instruction
+        self.instruction = self.task.instructions[k if k is not None else int(rng.integers(len(self.task.instructions)))]
+        mujoco.mj_forward(self.model, self.data)
+        for _ in range(10):  # let objects settle
+            mujoco.mj_step(self.model, self.data)
+        if options and "state" in options:  # exact restore of a recorded initial state (replay)
+            self.set_state(np.asarray(options["state"]))
+        self.steps = 0
+        info = {"task": self.cfg.task, "instruction": self.instruction, "success": False}
+        return self._obs(), info
+
+    def step(self, action):
+        a = np.asarray(action, dtype=np.float64)
+        if a.shape != (8,) or not np.all(np.isfinite(a)):
+            raise ValueError(f"action must be 8 finite values, got shape {a.shape}: {a}")
+        self.data.ctrl[:] = np.clip(a, self.action_space.low, self.action_space.high)
+        for _ in range(self.n_substeps):
+            mujoco.mj_step(self.model, self.data)
+        self.steps += 1
+        success = self.task.success(self.model, self.data)
+        terminated = success and self.cfg.terminate_on_success
+        truncated = self.steps >= self.max_steps and not terminated
+        info = {"success": success, "is_success": success}
+        return self._obs(), float(success), terminated, truncated, info
+
+    def render(self):
+        if self._renderer is None:
+            return None
+        return self._renderer.render(self.data)[CAMERAS[self.cfg.cameras[0]]]
+
+    def close(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None

@@ -1,0 +1,104 @@
+"""Scripted IK expert: follows a task's phases with a Cartesian reference moving at a fixed speed and
+turns it into smooth joint-position targets. Optional noise (action noise, detours) for suboptimal data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.env import TabletopEnv
+from sim.experts.ik import ArmIK
+from sim.tasks.base import Phase
+
+
+@dataclass
+class ExpertNoise:
+    """Suboptimality knobs. ``action_std`` (rad) is added to the arm targets each step (not accumulated);
+    with probability ``detour_prob`` a free-space move first goes through a random point up to
+    ``detour_scale`` m off its straight path."""
+
+    action_std: float = 0.0
+    detour_prob: float = 0.0
+    detour_scale: float = 0.08
+
+    @property
+    def active(self) -> bool:
+        return self.action_std > 0 or self.detour_prob > 0
+
+
+class ScriptedExpert:
+    """Acts in a :class:`TabletopEnv` from privileged state; call :meth:`reset` after ``env.reset``."""
+
+    yaw_rate = 2.0  # rad/s
+
+    def __init__(self, env: TabletopEnv, noise: ExpertNoise | None = None, seed: int | None = None,
+                 ik: ArmIK | None = None) -> None:
+        self.env = env
+        self.noise = noise or ExpertNoise()
+        self.rng = np.random.default_rng(seed)
+        self.ik = ik or ArmIK()
+
+    def reset(self) -> None:
+        env = self.env
+        self.phases: list[Phase] = list(env.task.plan(env.model, env.data))
+        self.q_cmd = env.joint_state()[:7].astype(np.float64)
+        self.ref = env.grip_pos()
+        self.yaw = 0.0
+        self.k = -1
+        self.done = False
+        self._next_phase()
+
+    def _next_phase(self) -> None:
+        self.k += 1
+        if self.k >= len(self.phases):
+            self.done = True
+            self.k = len(self.phases) - 1
+            return
+        ph = self.phases[self.k]
+        pos, yaw = ph.target(self.env.model, self.env.data)
+        self.goal, self.goal_yaw, self.settle = np.asarray(pos, dtype=float), float(yaw), ph.settle
+        if ph.detour_ok and self.rng.random() < self.noise.detour_prob:
+            mid = (self.ref + self.goal) / 2 + self.rng.uniform(-1, 1, 3) * self.noise.detour_scale
+            mid[2] = max(mid[2], self.goal[2], 0.08)
+            self.phases.insert(self.k, Phase("detour", lambda m, d, p=mid, y=yaw: (p, y), ph.gripper, ph.speed))
+            self.goal = mid
+
+    def act(self) -> np.ndarray:
+        """The next action [8]: arm joint targets + gripper."""
+        ph = self.phases[self.k]
+        dt = self.env.dt
+        delta = self.goal - self.ref
+        step = ph.speed * dt
+        dist = float(np.linalg.norm(delta))
+        self.ref = self.goal.copy() if dist <= step else self.ref + delta / dist * step
+        dyaw = self.goal_yaw - self.yaw
+        self.yaw += float(np.clip(dyaw, -self.yaw_rate * dt, self.yaw_rate * dt))
+        self.q_cmd = self.ik.solve(self.q_cmd, self.ref, self.yaw)
+        reached = dist <= step and abs(dyaw) < 1e-6 and np.linalg.norm(self.ik.site_pos(self.q_cmd) - self.goal) < ph.tol
+        if reached and not self.done:
+            if self.settle <= 0:
+                self._next_phase()
+            else:
+                self.settle -= 1
+        action = np.r_[self.q_cmd, ph.gripper]
+        if self.noise.action_std > 0:
+            action[:7] += self.rng.normal(0.0, self.noise.action_std, 7)
+        return action.astype(np.float32)
+
+
+def run_expert_episode(env: TabletopEnv, expert: ScriptedExpert, seed: int, on_step=None) -> tuple[bool, int]:
+    """Roll out the expert for one episode; ``on_step(obs, action, reward, terminated, info)`` per step."""
+    obs, info = env.reset(seed=seed)
+    expert.reset()
+    success, steps = False, 0
+    while True:
+        action = expert.act()
+        nobs, reward, terminated, truncated, info = env.step(action)
+        steps += 1
+        if on_step is not None:
+            on_step(obs, action, reward, terminated or truncated, info)
+        obs = nobs
+        success = success or info["success"]
+        if terminated or truncated or (expert.done and success):
+            return success, steps

@@ -1,0 +1,6 @@
+"""The task suite; importing this registers every task."""
+
+from sim.tasks import drawer, pick_place, push, reach, stack  # noqa: F401  (registration)
+from sim.tasks.base import TASKS, Phase, Task
+
+__all__ = ["TASKS", "Phase", "Task"]

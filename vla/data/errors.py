@@ -1,0 +1,7 @@
+"""Errors raised by the episode-data layer."""
+
+from __future__ import annotations
+
+
+class DatasetError(ValueError):
+    """A dataset on disk is invalid; the message names the file, the episode and the field."""

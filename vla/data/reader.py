@@ -1,0 +1,171 @@
+"""Reading episodes back: the lerobot dataset, our episode metadata, and whole episodes as numpy."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+from PIL import Image
+
+from vla.data.layout import data_file_path, fixed_list_to_numpy, read_episode_rows
+from vla.data.schema import TASK
+from vla.data.sidecar import read_sidecar
+
+_INFO = "meta/info.json"
+
+
+def _require_dataset(root: Path) -> None:
+    if not (root / _INFO).exists():
+        raise FileNotFoundError(f"{root} is not a LeRobot dataset (no {_INFO})")
+
+
+def open_dataset(root: str | Path, *, repo_id: str | None = None, **kwargs: Any) -> Any:
+    """Opens a local dataset with lerobot's ``LeRobotDataset`` (read mode, never touches the hub).
+
+    Args:
+        root: Dataset root.
+        repo_id: Name only; defaults to ``local/<dirname>``.
+        **kwargs: Passed to ``LeRobotDataset`` (e.g. ``episodes``, ``delta_timestamps``).
+
+    Returns:
+        The ``LeRobotDataset``.
+
+    Raises:
+        FileNotFoundError: ``root`` holds no dataset (lerobot would otherwise try to download it).
+    """
+    root = Path(root)
+    _require_dataset(root)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    return LeRobotDataset(repo_id or f"local/{root.name}", root=root, **kwargs)
+
+
+@dataclass
+class EpisodeInfo:
+    """One committed episode as seen by our code.
+
+    Attributes:
+        episode_index: lerobot's episode index.
+        length: Number of frames.
+        success: Whether the task succeeded.
+        source: One of ``vla.data.schema.SOURCES``.
+        task: Instruction of the first frame.
+        extra: Free-form data stored by the collector (seed, task_name, env_kwargs, init_state...).
+    """
+
+    episode_index: int
+    length: int
+    success: bool
+    source: str
+    task: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def read_episode_info(root: str | Path) -> list[EpisodeInfo]:
+    """Reads the sidecar: one :class:`EpisodeInfo` per committed episode, in index order."""
+    return [
+        EpisodeInfo(m.episode_index, m.length, m.success, m.source, m.task, m.extra)
+        for m in read_sidecar(root)
+    ]
+
+
+def load_episode(root: str | Path, index: int, *, keys: list[str] | None = None) -> dict[str, np.ndarray]:
+    """Loads every frame of one episode as stacked numpy arrays.
+
+    Reads the episode's parquet rows directly (one filtered read, no per-item ``__getitem__``).
+
+    Args:
+        root: Dataset root.
+        index: Episode index.
+        keys: Features to load (default: all, plus ``task``). Skip cameras for a fast action replay.
+
+    Returns:
+        ``{key: array}``: images uint8 [T, H, W, 3], vectors [T, D], (1,)-features [T],
+        lerobot's ``frame_index``/``timestamp``/``index`` [T], and ``task`` as a [T] str array.
+
+    Raises:
+        IndexError: No episode ``index``.
+    """
+    root = Path(root)
+    _require_dataset(root)
+    info = json.loads((root / _INFO).read_text())
+    features: dict[str, dict[str, Any]] = info["features"]
+    rows = [r for r in read_episode_rows(root) if int(r["episode_index"]) == index]
+    if not rows:
+        raise IndexError(f"{root}: no episode {index} (dataset has {info['total_episodes']})")
+    row = rows[0]
+    wanted = list(features) + [TASK] if keys is None else list(keys)
+    unknown = [k for k in wanted if k not in features and k != TASK]
+    if unknown:
+        raise KeyError(f"load_episode: unknown keys {unknown}; available {sorted(features)}")
+    columns = [k for k in wanted if k in features and features[k]["dtype"] != "video"]
+    helpers = [c for c in ("index", "episode_index", "task_index") if c not in columns]
+    table = pq.read_table(
+        data_file_path(root, info["data_path"], row),
+        columns=columns + helpers,
+        filters=[("episode_index", "==", index)],
+    ).sort_by("index")
+    out: dict[str, np.ndarray] = {}
+    for key in columns + helpers:
+        ft = features[key]
+        col = table.column(key)
+        if ft["dtype"] == "image":
+            out[key] = np.stack([_decode_png(v) for v in col.to_pylist()])
+        elif tuple(ft["shape"]) != (1,):
+            out[key] = fixed_list_to_numpy(col, int(np.prod(ft["shape"]))).reshape(-1, *ft["shape"])
+        else:
+            out[key] = col.to_numpy()
+    if TASK in wanted:
+        out[TASK] = _task_strings(root, out["task_index"])
+    for key in wanted:
+        if key in features and features[key]["dtype"] == "video":
+            out[key] = _decode_video(root, info, row, key, out["timestamp"] if "timestamp" in out else None)
+    for key in helpers:
+        out.pop(key)
+    return out
+
+
+def _decode_png(value: dict[str, Any]) -> np.ndarray:
+    if value.get("bytes") is not None:
+        return np.asarray(Image.open(io.BytesIO(value["bytes"])).convert("RGB"))
+    return np.asarray(Image.open(value["path"]).convert("RGB"))
+
+
+def _task_strings(root: Path, task_index: np.ndarray) -> np.ndarray:
+    tasks = pq.read_table(root / "meta/tasks.parquet").to_pandas()
+    by_index = {int(i): str(t) for t, i in zip(tasks.index, tasks["task_index"], strict=True)}
+    return np.array([by_index[int(i)] for i in task_index])
+
+
+def _decode_video(
+    root: Path, info: dict[str, Any], row: dict[str, Any], key: str, timestamps: np.ndarray | None
+) -> np.ndarray:
+    from lerobot.datasets.video_utils import decode_video_frames
+
+    path = root / info["video_path"].format(
+        video_key=key,
+        chunk_index=int(row[f"videos/{key}/chunk_index"]),
+        file_index=int(row[f"videos/{key}/file_index"]),
+    )
+    start = float(row[f"videos/{key}/from_timestamp"])
+    if timestamps is None:
+        timestamps = (
+            pq.read_table(
+                data_file_path(root, info["data_path"], row),
+                columns=["timestamp", "index"],
+                filters=[("episode_index", "==", int(row["episode_index"]))],
+            )
+            .sort_by("index")
+            .column("timestamp")
+            .to_numpy()
+        )
+    query = [start + float(t) for t in timestamps]
+    frames = decode_video_frames(path, query, tolerance_s=1e-4, return_uint8=True)  # [T, C, H, W]
+    return frames.permute(0, 2, 3, 1).numpy()
