@@ -7,6 +7,7 @@ state = 7 arm joint positions + the finger position.
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -16,6 +17,8 @@ import numpy as np
 from sim.rendering import CameraRenderer, speed_up_visuals
 from sim.robots.panda import PANDA, arm_qpos_adr, finger_qpos_adr, grip_site_name, wrist_camera_name
 from sim.scene import AGENTVIEW, base_scene
+import sim.tasks  # noqa: F401  (registers the task suite)
+from sim.gym_registration import register_all
 from sim.tasks.base import OPEN, TASKS, Task
 
 CAMERAS = {"agentview": AGENTVIEW, "wrist": wrist_camera_name()}
@@ -76,7 +79,7 @@ class TabletopEnv(gym.Env):
             cam: gym.spaces.Box(0, 255, (h, w, 3), dtype=np.uint8) for cam in (cfg.cameras if cfg.render else ())
         }
         spaces["state"] = gym.spaces.Box(-np.inf, np.inf, (8,), dtype=np.float32)
-        spaces["instruction"] = gym.spaces.Text(max_length=200)
+        spaces["instruction"] = gym.spaces.Text(max_length=200, charset=string.printable)
         self.observation_space = gym.spaces.Dict(spaces)
         self._renderer = (
             CameraRenderer(self.model, {CAMERAS[c]: cfg.image_size for c in cfg.cameras}) if cfg.render else None
@@ -157,3 +160,6 @@ class TabletopEnv(gym.Env):
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
+
+
+register_all()

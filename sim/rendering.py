@@ -7,9 +7,11 @@ processes inherit it without probing again.
 
 from __future__ import annotations
 
+import atexit
 import os
 import subprocess
 import sys
+import weakref
 
 _PROBE = (
     "import mujoco\n"
@@ -78,6 +80,16 @@ def speed_up_visuals(model) -> None:  # noqa: ANN001  (mujoco.MjModel; mujoco im
     model.vis.quality.shadowsize = 0
 
 
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+_ATEXIT = []
+
+
+def _close_live_renderers() -> None:
+    """Free GL contexts before interpreter teardown (EGL raises from __del__ once its library is gone)."""
+    for r in list(_LIVE):
+        r.close()
+
+
 class CameraRenderer:
     """Renders a set of named cameras of one model into uint8 HxWx3 arrays, reusing one GL context."""
 
@@ -85,14 +97,18 @@ class CameraRenderer:
         check_rendering()
         import mujoco
 
-        self._mujoco = mujoco
+        self._renderers: dict = {}
+        for name in cameras:
+            if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name) < 0:
+                raise KeyError(f"camera {name!r} not in the model")
         self.cameras = dict(cameras)
         sizes = {hw for hw in self.cameras.values()}
         self._renderers = {hw: mujoco.Renderer(model, hw[0], hw[1]) for hw in sizes}
         self._option = mujoco.MjvOption()
-        for name in self.cameras:
-            if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name) < 0:
-                raise KeyError(f"camera {name!r} not in the model")
+        _LIVE.add(self)
+        if not _ATEXIT:  # registered after MuJoCo's own EGL teardown hook, so it runs before it
+            atexit.register(_close_live_renderers)
+            _ATEXIT.append(True)
 
     def render(self, data) -> dict[str, "object"]:  # noqa: ANN001
         """Return {camera name: uint8 [H, W, 3]} for the current ``data``."""
@@ -104,7 +120,7 @@ class CameraRenderer:
         return out
 
     def close(self) -> None:
-        for r in self._renderers.values():
+        for r in getattr(self, "_renderers", {}).values():
             r.close()
         self._renderers = {}
 

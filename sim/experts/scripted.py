@@ -58,7 +58,8 @@ class ScriptedExpert:
         ph = self.phases[self.k]
         pos, yaw = ph.target(self.env.model, self.env.data)
         self.goal, self.goal_yaw, self.settle = np.asarray(pos, dtype=float), float(yaw), ph.settle
-        if ph.detour_ok and self.rng.random() < self.noise.detour_prob:
+        after_detour = self.k > 0 and self.phases[self.k - 1].name == "detour"
+        if ph.detour_ok and not after_detour and self.rng.random() < self.noise.detour_prob:
             mid = (self.ref + self.goal) / 2 + self.rng.uniform(-1, 1, 3) * self.noise.detour_scale
             mid[2] = max(mid[2], self.goal[2], 0.08)
             self.phases.insert(self.k, Phase("detour", lambda m, d, p=mid, y=yaw: (p, y), ph.gripper, ph.speed))

@@ -61,7 +61,11 @@ def data_file_path(root: Path, data_path_template: str, row: dict[str, Any]) -> 
 def fixed_list_to_numpy(column: pa.ChunkedArray | pa.Array, width: int) -> Any:
     """A fixed-size-list (or list) arrow column of numbers as a [N, width] numpy array."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if pa.types.is_list(arr.type) or pa.types.is_fixed_size_list(arr.type) or pa.types.is_large_list(arr.type):
+    if (
+        pa.types.is_list(arr.type)
+        or pa.types.is_fixed_size_list(arr.type)
+        or pa.types.is_large_list(arr.type)
+    ):
         values = arr.flatten().to_numpy(zero_copy_only=False)
         return values.reshape(len(arr), -1) if len(arr) else values.reshape(0, width)
     return arr.to_numpy(zero_copy_only=False).reshape(len(arr), 1)

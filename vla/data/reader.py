@@ -101,7 +101,7 @@ def load_episode(root: str | Path, index: int, *, keys: list[str] | None = None)
     if not rows:
         raise IndexError(f"{root}: no episode {index} (dataset has {info['total_episodes']})")
     row = rows[0]
-    wanted = list(features) + [TASK] if keys is None else list(keys)
+    wanted = [*features, TASK] if keys is None else list(keys)
     unknown = [k for k in wanted if k not in features and k != TASK]
     if unknown:
         raise KeyError(f"load_episode: unknown keys {unknown}; available {sorted(features)}")
@@ -126,7 +126,7 @@ def load_episode(root: str | Path, index: int, *, keys: list[str] | None = None)
         out[TASK] = _task_strings(root, out["task_index"])
     for key in wanted:
         if key in features and features[key]["dtype"] == "video":
-            out[key] = _decode_video(root, info, row, key, out["timestamp"] if "timestamp" in out else None)
+            out[key] = _decode_video(root, info, row, key, out.get("timestamp"))
     for key in helpers:
         out.pop(key)
     return out

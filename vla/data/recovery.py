@@ -101,7 +101,9 @@ def _filter_episode_meta(root: Path, k: int, report: list[str]) -> list[dict[str
     return rows
 
 
-def _drop_unreferenced_files(root: Path, rows: list[dict[str, Any]], info: DatasetInfo, report: list[str]) -> None:
+def _drop_unreferenced_files(
+    root: Path, rows: list[dict[str, Any]], info: DatasetInfo, report: list[str]
+) -> None:
     refs = {(int(r["data/chunk_index"]), int(r["data/file_index"])) for r in rows}
     for path in data_files(root):
         if chunk_file_of(path) not in refs:
@@ -122,8 +124,10 @@ def _drop_unreferenced_files(root: Path, rows: list[dict[str, Any]], info: Datas
                 report.append(f"{path.relative_to(root)}: video of an uncommitted episode, deleted")
     staging = root / "images"
     if staging.exists():
+        n = sum(1 for p in staging.rglob("*") if p.is_file())
         shutil.rmtree(staging)
-        report.append("images/: staging frames of an unfinished episode, deleted")
+        if n:
+            report.append(f"images/: {n} staging frame(s) of an unfinished episode, deleted")
     for tmp in list(root.glob("tmp*")) + list(root.glob(".vla_repair_*")):
         if tmp.is_dir():
             shutil.rmtree(tmp)

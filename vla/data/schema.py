@@ -85,7 +85,9 @@ class EpisodeSpec:
                 f"{self.state_dim}, {self.action_dim}, {self.fps}"
             )
         if self.state_names is not None and len(self.state_names) != self.state_dim:
-            raise ValueError(f"EpisodeSpec: {len(self.state_names)} state_names for state_dim {self.state_dim}")
+            raise ValueError(
+                f"EpisodeSpec: {len(self.state_names)} state_names for state_dim {self.state_dim}"
+            )
         if self.action_names is not None and len(self.action_names) != self.action_dim:
             raise ValueError(
                 f"EpisodeSpec: {len(self.action_names)} action_names for action_dim {self.action_dim}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -133,7 +134,9 @@ class EpisodeWriter:
         stored_spec = load_spec(self.root)
         mismatch = stored_spec.diff(self.spec)
         if mismatch:
-            raise ValueError(f"resume: spec of {self.root} differs from the given spec: " + "; ".join(mismatch))
+            raise ValueError(
+                f"resume: spec of {self.root} differs from the given spec: " + "; ".join(mismatch)
+            )
 
     # --- properties ---------------------------------------------------------------------------
 
@@ -174,7 +177,9 @@ class EpisodeWriter:
         if TASK not in frame:
             missing.add(TASK)
         if missing or extra:
-            raise ValueError(f"add_frame ({where}): missing fields {sorted(missing)}, unknown fields {sorted(extra)}")
+            raise ValueError(
+                f"add_frame ({where}): missing fields {sorted(missing)}, unknown fields {sorted(extra)}"
+            )
         out = {key: self._check_value(key, frame[key], where) for key in self._features}
         task = frame[TASK]
         if not isinstance(task, str) or not task:
@@ -330,6 +335,9 @@ class EpisodeWriter:
             )
             self.discard_episode()
         self._ds.finalize()
+        staging = self.root / "images"
+        if staging.is_dir() and not any(p.is_file() for p in staging.rglob("*")):
+            shutil.rmtree(staging)  # lerobot leaves empty per-camera staging dirs behind
         self._closed = True
 
     def _require_open(self) -> None:

@@ -1,0 +1,109 @@
+"""Open-loop replay of recorded episodes from their recorded initial state, and contact sheets / videos."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from sim.env import EnvConfig, TabletopEnv
+from vla.data.reader import load_episode, read_episode_info
+from vla.data.schema import ACTION, image_key
+from vla.data.writer import load_spec
+
+
+@dataclass
+class ReplayConfig:
+    """``vla-replay`` options."""
+
+    dataset: str = "data/pick_place"
+    episodes: list[int] | None = None  # default: all
+    sheet: str | None = None  # write a contact sheet PNG of ``show`` here
+    video: str | None = None  # write an mp4 of ``show`` here
+    show: int = 0  # episode for the sheet / video
+    sheet_frames: int = 10
+    render: bool = False  # render cameras during replay (slower; only needed to compare images)
+    progress: bool = True
+
+
+def replay_episode(env: TabletopEnv, actions: np.ndarray, extra: dict) -> bool:
+    """Reset to the recorded initial state, execute ``actions`` open loop; True if the task succeeded."""
+    env.reset(seed=extra.get("seed"), options={"state": np.asarray(extra["init_state"])})
+    for a in actions:
+        _, _, terminated, truncated, info = env.step(a)
+        if info["success"]:
+            return True
+        if truncated:
+            break
+    return False
+
+
+def contact_sheet(frames: dict[str, np.ndarray], n: int) -> np.ndarray:
+    """Tile ``n`` evenly spaced frames per camera: one row per camera. frames: cam -> [T, H, W, 3]."""
+    rows = []
+    for imgs in frames.values():
+        idx = np.linspace(0, len(imgs) - 1, min(n, len(imgs))).round().astype(int)
+        rows.append(np.concatenate(list(imgs[idx]), axis=1))
+    width = max(r.shape[1] for r in rows)
+    rows = [np.pad(r, ((0, 0), (0, width - r.shape[1]), (0, 0))) for r in rows]
+    return np.concatenate(rows, axis=0)
+
+
+def write_video(path: Path, frames: dict[str, np.ndarray], fps: int) -> None:
+    import av  # PyAV ships with lerobot
+
+    stacked = np.concatenate(list(frames.values()), axis=2)  # cameras side by side: [T, H, sumW, 3]
+    h, w = stacked.shape[1:3]
+    h, w = h - h % 2, w - w % 2
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264" if "libx264" in av.codecs_available else "mpeg4", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
+        for img in stacked:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(img[:h, :w]), "rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+
+
+def replay(cfg: ReplayConfig) -> tuple[int, int]:
+    """Replay episodes; returns (successes, episodes)."""
+    root = Path(cfg.dataset)
+    infos = read_episode_info(root)
+    spec = load_spec(root)
+    wanted = set(cfg.episodes) if cfg.episodes is not None else None
+    infos = [i for i in infos if wanted is None or i.episode_index in wanted]
+    if not infos:
+        raise ValueError(f"{root}: no episodes to replay")
+    envs: dict[tuple, TabletopEnv] = {}
+    ok = 0
+    for info in tqdm(infos, desc="replay", disable=not cfg.progress, unit="ep"):
+        extra = info.extra
+        for k in ("task_name", "init_state"):
+            if k not in extra:
+                raise KeyError(f"{root}: episode {info.episode_index} has no {k!r} in its metadata; cannot replay")
+        key = (extra["task_name"], extra.get("control_hz", spec.fps))
+        if key not in envs:
+            envs[key] = TabletopEnv(EnvConfig(task=key[0], control_hz=key[1], render=cfg.render,
+                                              terminate_on_success=False,
+                                              max_steps=10**9))  # the recorded actions bound it
+        actions = load_episode(root, info.episode_index, keys=[ACTION])[ACTION]
+        ok += replay_episode(envs[key], actions, extra)
+    for env in envs.values():
+        env.close()
+    if cfg.sheet or cfg.video:
+        ep = load_episode(root, cfg.show, keys=spec.image_keys)
+        frames = {k.removeprefix("observation.images."): ep[image_key(k.removeprefix("observation.images."))]
+                  for k in spec.image_keys}
+        if cfg.sheet:
+            from PIL import Image
+
+            Path(cfg.sheet).parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(contact_sheet(frames, cfg.sheet_frames)).save(cfg.sheet)
+            print(f"contact sheet: {cfg.sheet}")
+        if cfg.video:
+            Path(cfg.video).parent.mkdir(parents=True, exist_ok=True)
+            write_video(Path(cfg.video), frames, spec.fps)
+            print(f"video: {cfg.video}")
+    return ok, len(infos)

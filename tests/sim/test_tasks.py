@@ -1,0 +1,62 @@
+"""Contract tests over every registered task, and each task's expert on a few seeds."""
+
+import numpy as np
+import pytest
+
+import sim  # noqa: F401
+from sim.env import EnvConfig, TabletopEnv
+from sim.experts import ExpertNoise, ScriptedExpert, run_expert_episode
+from sim.tasks import TASKS
+
+ALL = TASKS.names()
+
+
+def test_suite_has_the_five_tasks():
+    assert {"reach", "pick_place", "push", "stack", "drawer"} <= set(ALL)
+
+
+@pytest.mark.parametrize("task", ALL)
+def test_task_contract(task):
+    cls = TASKS.get(task)
+    assert len(cls.instructions) >= 3 and len(set(cls.instructions)) == len(cls.instructions)
+    env = TabletopEnv(EnvConfig(task=task, image_size=(32, 40)))
+    obs, info = env.reset(seed=1)
+    assert env.observation_space.contains(obs)
+    assert obs["agentview"].shape == (32, 40, 3) and obs["wrist"].shape == (32, 40, 3)
+    assert obs["agentview"].std() > 5 and obs["wrist"].std() > 1  # real pictures, not a blank frame
+    assert obs["instruction"] in cls.instructions
+    assert not info["success"] and not env.task.success(env.model, env.data)  # not solved at reset
+    obs, r, term, trunc, info = env.step(env.action_space.sample())
+    assert env.observation_space.contains(obs)
+    env.close()
+
+
+@pytest.mark.parametrize("task", ALL)
+def test_expert_succeeds_on_a_few_seeds(task):
+    env = TabletopEnv(EnvConfig(task=task, render=False))
+    expert = ScriptedExpert(env)
+    results = [run_expert_episode(env, expert, seed)[0] for seed in (11, 12, 13)]
+    assert all(results), f"{task} expert failed on seeds {[s for s, ok in zip((11, 12, 13), results) if not ok]}"
+
+
+def test_noisy_expert_is_different_and_still_mostly_works():
+    env = TabletopEnv(EnvConfig(task="pick_place", render=False))
+    clean, noisy = [], []
+    e0 = ScriptedExpert(env)
+    e1 = ScriptedExpert(env, ExpertNoise(action_std=0.02, detour_prob=1.0), seed=0)
+    for expert, out in ((e0, clean), (e1, noisy)):
+        env.reset(seed=5)
+        expert.reset()
+        out.extend(expert.act() for _ in range(15))
+    assert np.abs(np.array(clean) - np.array(noisy)).max() > 0.01
+    ok = [run_expert_episode(env, e1, s)[0] for s in range(3)]
+    assert sum(ok) >= 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ALL)
+def test_expert_success_rate_over_100_seeds(task):
+    env = TabletopEnv(EnvConfig(task=task, render=False))
+    expert = ScriptedExpert(env)
+    ok = sum(run_expert_episode(env, expert, seed)[0] for seed in range(100))
+    assert ok >= 95, f"{task}: expert success {ok}/100"

@@ -1,0 +1,307 @@
+"""Dataset validation: every check that training and replay rely on, with precise messages.
+
+Usage: ``python -m vla.data.validate <dataset_dir>`` prints ``OK ...`` or the error and exits 1.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from PIL import Image
+
+from vla.data.errors import DatasetError
+from vla.data.layout import chunk_file_of, data_files, episode_meta_files, fixed_list_to_numpy
+from vla.data.schema import (
+    ACTION,
+    DONE,
+    IMAGE_PREFIX,
+    IS_INTERVENTION,
+    POLICY_ACTION,
+    REWARD,
+    SIDECAR_FILE,
+    SOURCES,
+    SPEC_FILE,
+    STATE,
+    EpisodeSpec,
+)
+from vla.data.sidecar import read_sidecar_raw
+
+FINITE_KEYS = (STATE, ACTION, POLICY_ACTION, REWARD)
+REQUIRED_KEYS = (STATE, ACTION, POLICY_ACTION, IS_INTERVENTION, REWARD, DONE)
+LEROBOT_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
+
+__all__ = ["DatasetError", "ValidationReport", "validate_dataset"]
+
+
+@dataclass
+class ValidationReport:
+    """Summary of a dataset that passed validation.
+
+    Attributes:
+        root: Dataset root.
+        num_episodes: Committed episodes.
+        num_frames: Total frames.
+        features: Feature keys declared in info.json.
+        warnings: Non-fatal observations.
+    """
+
+    root: Path
+    num_episodes: int
+    num_frames: int
+    features: list[str]
+    warnings: list[str] = field(default_factory=list)
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError as e:
+        raise DatasetError(f"{path}: missing") from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DatasetError(f"{path}: not valid JSON ({e})") from e
+
+
+def _check_features(info_path: Path, features: dict[str, Any], spec: EpisodeSpec | None) -> None:
+    expected: dict[str, Any]
+    if spec is not None:
+        expected = json.loads(json.dumps(spec.features()))
+    else:
+        expected = {k: None for k in REQUIRED_KEYS}
+        if not any(k.startswith(IMAGE_PREFIX) for k in features):
+            raise DatasetError(f"{info_path}: no '{IMAGE_PREFIX}<cam>' feature declared")
+    for key in (*expected, *LEROBOT_KEYS):
+        if key not in features:
+            raise DatasetError(f"{info_path}: feature '{key}' missing from info.json features")
+    for key, want in expected.items():
+        got = features[key]
+        if want is None:
+            continue
+        if list(got.get("shape", [])) != list(want["shape"]):
+            raise DatasetError(
+                f"{info_path}: feature '{key}' declared shape {got.get('shape')}, spec says {want['shape']}"
+            )
+        if got.get("dtype") != want["dtype"]:
+            raise DatasetError(
+                f"{info_path}: feature '{key}' declared dtype {got.get('dtype')}, spec says {want['dtype']}"
+            )
+    for key in REQUIRED_KEYS:
+        if key in (STATE, ACTION, POLICY_ACTION) and len(features[key]["shape"]) != 1:
+            raise DatasetError(f"{info_path}: feature '{key}' must be 1-D, declared {features[key]['shape']}")
+    if features[ACTION]["shape"] != features[POLICY_ACTION]["shape"]:
+        raise DatasetError(
+            f"{info_path}: feature '{POLICY_ACTION}' shape {features[POLICY_ACTION]['shape']} "
+            f"!= '{ACTION}' shape {features[ACTION]['shape']}"
+        )
+
+
+def _episode_rows(root: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for path in episode_meta_files(root):
+        try:
+            table = pq.read_table(path)
+        except (OSError, pa.ArrowInvalid) as e:
+            raise DatasetError(f"{path}: unreadable episode metadata ({e})") from e
+        table = table.select([c for c in table.column_names if not c.startswith("stats/")])
+        rows.extend(table.to_pylist())
+    rows.sort(key=lambda r: int(r["episode_index"]))
+    return rows
+
+
+def _check_episode_indices(root: Path, rows: list[dict[str, Any]], total: int) -> None:
+    where = root / "meta/episodes"
+    indices = [int(r["episode_index"]) for r in rows]
+    if len(set(indices)) != len(indices):
+        dup = sorted({i for i in indices if indices.count(i) > 1})
+        raise DatasetError(f"{where}: episode(s) {dup} listed more than once")
+    missing = sorted(set(range(max(indices, default=-1) + 1)) - set(indices))
+    if missing:
+        raise DatasetError(f"{where}: episode index gap: episode(s) {missing} missing (found {indices})")
+    if len(indices) != total:
+        raise DatasetError(
+            f"{root / 'meta/info.json'}: total_episodes={total} but {len(indices)} episodes found"
+        )
+
+
+def _check_sidecar(root: Path, rows: list[dict[str, Any]]) -> None:
+    path = root / SIDECAR_FILE
+    if not path.exists():
+        raise DatasetError(f"{path}: missing (episode metadata sidecar)")
+    records, _, torn = read_sidecar_raw(root)
+    if torn:
+        raise DatasetError(f"{path}: torn trailing line after episode {len(records) - 1} (unrepaired crash?)")
+    lengths = {int(r["episode_index"]): int(r["length"]) for r in rows}
+    seen: set[int] = set()
+    for line_no, rec in enumerate(records, 1):
+        for fld in ("episode_index", "length", "success", "source"):
+            if fld not in rec:
+                raise DatasetError(f"{path}: line {line_no}: field '{fld}' missing")
+        ep = int(rec["episode_index"])
+        if ep in seen:
+            raise DatasetError(f"{path}: episode {ep}: listed twice")
+        seen.add(ep)
+        if ep not in lengths:
+            raise DatasetError(f"{path}: episode {ep}: in the sidecar but not in lerobot's episode metadata")
+        if rec["source"] not in SOURCES:
+            raise DatasetError(f"{path}: episode {ep}: field 'source' = {rec['source']!r} not in {SOURCES}")
+        if not isinstance(rec["success"], bool):
+            raise DatasetError(f"{path}: episode {ep}: field 'success' = {rec['success']!r} is not a bool")
+        if not isinstance(rec.get("extra", {}), dict):
+            raise DatasetError(f"{path}: episode {ep}: field 'extra' is not an object")
+        if int(rec["length"]) != lengths[ep]:
+            raise DatasetError(
+                f"{path}: episode {ep}: field 'length' = {rec['length']} but lerobot says {lengths[ep]}"
+            )
+    extra = sorted(set(lengths) - seen)
+    if extra:
+        raise DatasetError(
+            f"{path}: episode(s) {extra}: in lerobot's episode metadata but not in the sidecar"
+        )
+
+
+def _check_data_file(
+    path: Path, features: dict[str, Any], fps: int, rows_by_ep: dict[int, dict[str, Any]]
+) -> int:
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as e:
+        raise DatasetError(f"{path}: unreadable data file ({e})") from e
+    for key, ft in features.items():
+        if ft["dtype"] != "video" and key not in table.column_names:
+            raise DatasetError(f"{path}: field '{key}' declared in info.json but absent from the data")
+    ep_col = table.column("episode_index").to_numpy()
+    frame_idx = table.column("frame_index").to_numpy()
+    for key, ft in features.items():
+        if ft["dtype"] in ("video", "image", "string") or key in LEROBOT_KEYS:
+            continue
+        shape = tuple(ft["shape"])
+        width = int(np.prod(shape))
+        values = fixed_list_to_numpy(table.column(key), width)
+        if values.shape[1:] != (width,):
+            bad = int(ep_col[0]) if len(ep_col) else -1
+            raise DatasetError(
+                f"{path}: episode {bad}: field '{key}' has actual shape {values.shape[1:]}, declared {shape}"
+            )
+        if key in FINITE_KEYS:
+            finite = np.isfinite(values.astype(np.float64)).all(axis=1)
+            if not finite.all():
+                r = int(np.flatnonzero(~finite)[0])
+                raise DatasetError(
+                    f"{path}: episode {int(ep_col[r])}: field '{key}' has NaN/inf "
+                    f"at frame {int(frame_idx[r])}"
+                )
+    for key, ft in features.items():
+        if ft["dtype"] == "image":
+            first = table.column(key)[0].as_py()
+            img = np.asarray(Image.open(io.BytesIO(first["bytes"])).convert("RGB"))
+            if img.shape != tuple(ft["shape"]):
+                raise DatasetError(
+                    f"{path}: episode {int(ep_col[0])}: field '{key}' has actual shape {img.shape}, "
+                    f"declared {tuple(ft['shape'])}"
+                )
+    timestamps = table.column("timestamp").to_numpy()
+    for ep in np.unique(ep_col):
+        sel = ep_col == ep
+        ep = int(ep)
+        if ep not in rows_by_ep:
+            raise DatasetError(f"{path}: episode {ep}: frames present but episode not in lerobot's metadata")
+        length = int(rows_by_ep[ep]["length"])
+        fi = frame_idx[sel]
+        if len(fi) != length:
+            raise DatasetError(f"{path}: episode {ep}: {len(fi)} frames but metadata length {length}")
+        if not np.array_equal(np.sort(fi), np.arange(length)):
+            raise DatasetError(f"{path}: episode {ep}: field 'frame_index' is not 0..{length - 1}")
+        order = np.argsort(fi)
+        if not np.allclose(timestamps[sel][order], np.arange(length) / fps, atol=1e-4):
+            raise DatasetError(f"{path}: episode {ep}: field 'timestamp' is not frame_index / fps ({fps})")
+    return len(table)
+
+
+def validate_dataset(root: str | Path, spec: EpisodeSpec | None = None) -> ValidationReport:
+    """Checks a dataset written by :class:`vla.data.writer.EpisodeWriter`.
+
+    Checks: info.json declares every feature of the spec (the stored ``meta/vla_spec.json`` if ``spec``
+    is None) with the right dtype/shape; episode indices are 0..N-1 without gaps and agree with
+    info.json, the data files and the sidecar; every sidecar record has a valid ``source`` and a bool
+    ``success``; actual column shapes match; state/action/policy_action/reward are finite;
+    frame_index/timestamp are consistent; referenced video files exist.
+
+    Args:
+        root: Dataset root.
+        spec: Expected schema; defaults to the one stored with the dataset (if any).
+
+    Returns:
+        A :class:`ValidationReport`.
+
+    Raises:
+        DatasetError: The first problem found, naming the file, the episode and the field.
+    """
+    root = Path(root)
+    info_path = root / "meta/info.json"
+    info = _load_json(info_path)
+    features: dict[str, Any] = info.get("features", {})
+    if spec is None and (root / SPEC_FILE).exists():
+        spec = EpisodeSpec.from_json((root / SPEC_FILE).read_text())
+    _check_features(info_path, features, spec)
+    rows = _episode_rows(root)
+    _check_episode_indices(root, rows, int(info.get("total_episodes", -1)))
+    _check_sidecar(root, rows)
+    rows_by_ep = {int(r["episode_index"]): r for r in rows}
+    referenced = {(int(r["data/chunk_index"]), int(r["data/file_index"])) for r in rows}
+    num_frames = 0
+    for path in data_files(root):
+        if chunk_file_of(path) not in referenced:
+            raise DatasetError(f"{path}: data file not referenced by any episode")
+        num_frames += _check_data_file(path, features, int(info["fps"]), rows_by_ep)
+    for ref in sorted(referenced):
+        path = root / info["data_path"].format(chunk_index=ref[0], file_index=ref[1])
+        if not path.exists():
+            eps = [e for e, r in rows_by_ep.items() if (r["data/chunk_index"], r["data/file_index"]) == ref]
+            raise DatasetError(f"{path}: missing data file of episode(s) {eps}")
+    if num_frames != int(info.get("total_frames", -1)):
+        raise DatasetError(
+            f"{info_path}: total_frames={info.get('total_frames')} but data holds {num_frames}"
+        )
+    for key, ft in features.items():
+        if ft["dtype"] != "video":
+            continue
+        for ep, r in rows_by_ep.items():
+            vpath = root / info["video_path"].format(
+                video_key=key,
+                chunk_index=int(r[f"videos/{key}/chunk_index"]),
+                file_index=int(r[f"videos/{key}/file_index"]),
+            )
+            if not vpath.exists():
+                raise DatasetError(f"{vpath}: episode {ep}: field '{key}': video file missing")
+    warnings = []
+    if any(p.is_file() for p in (root / "images").rglob("*")):
+        warnings.append("images/ staging directory present (an unfinished episode; resume repairs it)")
+    return ValidationReport(root, len(rows), num_frames, sorted(features), warnings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point: ``python -m vla.data.validate <dir>``."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m vla.data.validate <dataset_dir>", file=sys.stderr)
+        return 2
+    try:
+        report = validate_dataset(args[0])
+    except DatasetError as e:
+        print(f"ERROR: {e}")
+        return 1
+    print(f"OK: {report.root}: {report.num_episodes} episodes, {report.num_frames} frames")
+    for w in report.warnings:
+        print(f"warning: {w}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
