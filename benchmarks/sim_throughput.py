@@ -14,10 +14,10 @@ import platform
 import time
 from pathlib import Path
 
+import mujoco
 import numpy as np
 
-import sim  # noqa: F401  (selects the GL backend before mujoco is imported)
-import mujoco
+import sim
 from sim.env import CAMERAS, EnvConfig, TabletopEnv
 from sim.experts import ScriptedExpert
 from sim.robots.panda import PANDA
@@ -35,8 +35,9 @@ def actions(n: int) -> np.ndarray:
 
 
 def bench_env(task: str, size: int, steps: int) -> float:
-    env = TabletopEnv(EnvConfig(task=task, image_size=(size, size), terminate_on_success=False,
-                                max_steps=10**9))
+    env = TabletopEnv(
+        EnvConfig(task=task, image_size=(size, size), terminate_on_success=False, max_steps=10**9)
+    )
     env.reset(seed=0)
     acts = actions(steps)
     env.step(acts[0])
@@ -105,10 +106,17 @@ def main() -> None:
     col = bench_collect(args.task, args.size, args.episodes)
     ratio = env / raw
     res = {
-        "task": args.task, "image_size": args.size, "cameras": 2, "control_hz": 10,
-        "raw_mujoco_steps_per_s": round(float(raw), 1), "env_steps_per_s": round(float(env), 1),
-        "expert_collection_steps_per_s": round(float(col), 1), "ratio": round(float(ratio), 3),
-        "gl_backend": sim.GL_BACKEND, "mujoco": mujoco.__version__, "machine": platform.machine(),
+        "task": args.task,
+        "image_size": args.size,
+        "cameras": 2,
+        "control_hz": 10,
+        "raw_mujoco_steps_per_s": round(float(raw), 1),
+        "env_steps_per_s": round(float(env), 1),
+        "expert_collection_steps_per_s": round(float(col), 1),
+        "ratio": round(float(ratio), 3),
+        "gl_backend": sim.GL_BACKEND,
+        "mujoco": mujoco.__version__,
+        "machine": platform.machine(),
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)

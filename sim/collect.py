@@ -52,23 +52,32 @@ class CollectConfig:
 
 def episode_spec(env: TabletopEnv, use_videos: bool = False) -> EpisodeSpec:
     cams = {c: env.cfg.image_size for c in env.cfg.cameras}
-    return EpisodeSpec(cameras=cams, state_dim=8, action_dim=8, fps=int(round(env.cfg.control_hz)),
-                       use_videos=use_videos, robot_type="panda", state_names=STATE_NAMES,
-                       action_names=STATE_NAMES)
+    return EpisodeSpec(
+        cameras=cams,
+        state_dim=8,
+        action_dim=8,
+        fps=round(env.cfg.control_hz),
+        use_videos=use_videos,
+        robot_type="panda",
+        state_names=STATE_NAMES,
+        action_names=STATE_NAMES,
+    )
 
 
 def make_frame(obs: dict, action: np.ndarray, reward: float, done: bool, cameras) -> dict:
     frame = {image_key(c): obs[c] for c in cameras}
     a = np.asarray(action, dtype=np.float32)
-    frame.update({
-        STATE: obs["state"],
-        ACTION: a,
-        POLICY_ACTION: a.copy(),  # no policy ran: the proposal is the executed action
-        IS_INTERVENTION: np.array([False]),
-        REWARD: np.array([reward], dtype=np.float32),
-        DONE: np.array([done]),
-        TASK: obs["instruction"],
-    })
+    frame.update(
+        {
+            STATE: obs["state"],
+            ACTION: a,
+            POLICY_ACTION: a.copy(),  # no policy ran: the proposal is the executed action
+            IS_INTERVENTION: np.array([False]),
+            REWARD: np.array([reward], dtype=np.float32),
+            DONE: np.array([done]),
+            TASK: obs["instruction"],
+        }
+    )
     return frame
 
 
@@ -91,8 +100,13 @@ def collect(cfg: CollectConfig) -> tuple[int, int, Path]:
         print(f"resuming {root}: {done} episodes already there")
     successes = attempts = 0
     seed = cfg.seed + done
-    bar = tqdm(total=cfg.episodes, initial=min(done, cfg.episodes), desc=f"collect {cfg.task}",
-               disable=not cfg.progress, unit="ep")
+    bar = tqdm(
+        total=cfg.episodes,
+        initial=min(done, cfg.episodes),
+        desc=f"collect {cfg.task}",
+        disable=not cfg.progress,
+        unit="ep",
+    )
     try:
         while writer.num_episodes < cfg.episodes:
             obs, _ = env.reset(seed=seed)
@@ -112,9 +126,14 @@ def collect(cfg: CollectConfig) -> tuple[int, int, Path]:
             attempts += 1
             successes += success
             if success or cfg.keep_failures:
-                extra = {"seed": seed, "task_name": cfg.task, "instruction": env.instruction,
-                         "control_hz": env_cfg.control_hz, "init_state": init_state.tolist(),
-                         "noise": vars(cfg.noise)}
+                extra = {
+                    "seed": seed,
+                    "task_name": cfg.task,
+                    "instruction": env.instruction,
+                    "control_hz": env_cfg.control_hz,
+                    "init_state": init_state.tolist(),
+                    "noise": vars(cfg.noise),
+                }
                 writer.end_episode(success=success, source=cfg.source, extra=extra)
                 bar.update(1)
             else:

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
+from typing import ClassVar
 
 import gymnasium as gym
 import mujoco
 import numpy as np
 
+import sim.tasks  # noqa: F401  (registers the task suite)
+from sim.gym_registration import register_all
 from sim.rendering import CameraRenderer, speed_up_visuals
 from sim.robots.panda import PANDA, arm_qpos_adr, finger_qpos_adr, grip_site_name, wrist_camera_name
 from sim.scene import AGENTVIEW, base_scene
-import sim.tasks  # noqa: F401  (registers the task suite)
-from sim.gym_registration import register_all
 from sim.tasks.base import OPEN, TASKS, Task
 
 CAMERAS = {"agentview": AGENTVIEW, "wrist": wrist_camera_name()}
@@ -51,7 +52,7 @@ class EnvConfig:
 class TabletopEnv(gym.Env):
     """A Panda on a table with one task; gymnasium API, usable in vector envs."""
 
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+    metadata: ClassVar[dict] = {"render_modes": ["rgb_array"], "render_fps": 10}
 
     def __init__(self, config: EnvConfig | None = None, **overrides) -> None:
         cfg = config or EnvConfig(**overrides)
@@ -69,20 +70,27 @@ class TabletopEnv(gym.Env):
         self.dt = self.n_substeps * self.model.opt.timestep
         self.max_steps = cfg.max_steps or int(self.task.max_steps * cfg.control_hz / 10.0)
         self.metadata = {**self.metadata, "render_fps": cfg.control_hz}
-        lo = np.r_[self.model.jnt_range[[self.model.joint(PANDA.prefix + j).id for j in PANDA.arm_joints]][:, 0],
-                   PANDA.gripper_range[0]]
-        hi = np.r_[self.model.jnt_range[[self.model.joint(PANDA.prefix + j).id for j in PANDA.arm_joints]][:, 1],
-                   PANDA.gripper_range[1]]
+        lo = np.r_[
+            self.model.jnt_range[[self.model.joint(PANDA.prefix + j).id for j in PANDA.arm_joints]][:, 0],
+            PANDA.gripper_range[0],
+        ]
+        hi = np.r_[
+            self.model.jnt_range[[self.model.joint(PANDA.prefix + j).id for j in PANDA.arm_joints]][:, 1],
+            PANDA.gripper_range[1],
+        ]
         self.action_space = gym.spaces.Box(lo.astype(np.float32), hi.astype(np.float32), dtype=np.float32)
         h, w = cfg.image_size
         spaces: dict[str, gym.Space] = {
-            cam: gym.spaces.Box(0, 255, (h, w, 3), dtype=np.uint8) for cam in (cfg.cameras if cfg.render else ())
+            cam: gym.spaces.Box(0, 255, (h, w, 3), dtype=np.uint8)
+            for cam in (cfg.cameras if cfg.render else ())
         }
         spaces["state"] = gym.spaces.Box(-np.inf, np.inf, (8,), dtype=np.float32)
         spaces["instruction"] = gym.spaces.Text(max_length=200, charset=string.printable)
         self.observation_space = gym.spaces.Dict(spaces)
         self._renderer = (
-            CameraRenderer(self.model, {CAMERAS[c]: cfg.image_size for c in cfg.cameras}) if cfg.render else None
+            CameraRenderer(self.model, {CAMERAS[c]: cfg.image_size for c in cfg.cameras})
+            if cfg.render
+            else None
         )
         self.instruction = self.task.instructions[0]
         self.steps = 0
@@ -104,7 +112,9 @@ class TabletopEnv(gym.Env):
     def set_state(self, state: np.ndarray) -> None:
         spec = mujoco.mjtState.mjSTATE_INTEGRATION
         if len(state) != mujoco.mj_stateSize(self.model, spec):
-            raise ValueError(f"state has {len(state)} values; this model needs {mujoco.mj_stateSize(self.model, spec)}")
+            raise ValueError(
+                f"state has {len(state)} values; this model needs {mujoco.mj_stateSize(self.model, spec)}"
+            )
         mujoco.mj_setState(self.model, self.data, np.asarray(state, dtype=np.float64), spec)
         mujoco.mj_forward(self.model, self.data)
 
@@ -127,7 +137,9 @@ class TabletopEnv(gym.Env):
         self.data.ctrl[7] = OPEN
         self.task.reset(self.model, self.data, rng)
         k = self.cfg.instruction
-        self.instruction = self.task.instructions[k if k is not None else int(rng.integers(len(self.task.instructions)))]
+        self.instruction = self.task.instructions[
+            k if k is not None else int(rng.integers(len(self.task.instructions)))
+        ]
         mujoco.mj_forward(self.model, self.data)
         for _ in range(10):  # let objects settle
             mujoco.mj_step(self.model, self.data)

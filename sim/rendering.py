@@ -8,6 +8,7 @@ processes inherit it without probing again.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import subprocess
 import sys
@@ -72,7 +73,7 @@ def check_rendering() -> None:
         raise RenderingUnavailableError(f"{_INSTALL_HINT}\n(probe: {os.environ[GL_ERROR_ENV]})")
 
 
-def speed_up_visuals(model) -> None:  # noqa: ANN001  (mujoco.MjModel; mujoco imported lazily)
+def speed_up_visuals(model) -> None:
     """Switch off shadows, reflections and anti-aliasing: ~15x faster software rendering."""
     model.light_castshadow[:] = 0
     model.mat_reflectance[:] = 0
@@ -93,7 +94,7 @@ def _close_live_renderers() -> None:
 class CameraRenderer:
     """Renders a set of named cameras of one model into uint8 HxWx3 arrays, reusing one GL context."""
 
-    def __init__(self, model, cameras: dict[str, tuple[int, int]]) -> None:  # noqa: ANN001
+    def __init__(self, model, cameras: dict[str, tuple[int, int]]) -> None:
         check_rendering()
         import mujoco
 
@@ -110,7 +111,7 @@ class CameraRenderer:
             atexit.register(_close_live_renderers)
             _ATEXIT.append(True)
 
-    def render(self, data) -> dict[str, "object"]:  # noqa: ANN001
+    def render(self, data) -> dict[str, object]:
         """Return {camera name: uint8 [H, W, 3]} for the current ``data``."""
         out = {}
         for name, hw in self.cameras.items():
@@ -125,7 +126,5 @@ class CameraRenderer:
         self._renderers = {}
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:  # noqa: BLE001  (interpreter shutdown: the GL library may be gone)
-            pass

@@ -32,7 +32,7 @@ def replay_episode(env: TabletopEnv, actions: np.ndarray, extra: dict) -> bool:
     """Reset to the recorded initial state, execute ``actions`` open loop; True if the task succeeded."""
     env.reset(seed=extra.get("seed"), options={"state": np.asarray(extra["init_state"])})
     for a in actions:
-        _, _, terminated, truncated, info = env.step(a)
+        _, _, _terminated, truncated, info = env.step(a)
         if info["success"]:
             return True
         if truncated:
@@ -61,7 +61,9 @@ def write_video(path: Path, frames: dict[str, np.ndarray], fps: int) -> None:
         stream = out.add_stream("libx264" if "libx264" in av.codecs_available else "mpeg4", rate=fps)
         stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
         for img in stacked:
-            for packet in stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(img[:h, :w]), "rgb24")):
+            for packet in stream.encode(
+                av.VideoFrame.from_ndarray(np.ascontiguousarray(img[:h, :w]), "rgb24")
+            ):
                 out.mux(packet)
         for packet in stream.encode():
             out.mux(packet)
@@ -82,20 +84,30 @@ def replay(cfg: ReplayConfig) -> tuple[int, int]:
         extra = info.extra
         for k in ("task_name", "init_state"):
             if k not in extra:
-                raise KeyError(f"{root}: episode {info.episode_index} has no {k!r} in its metadata; cannot replay")
+                raise KeyError(
+                    f"{root}: episode {info.episode_index} has no {k!r} in its metadata; cannot replay"
+                )
         key = (extra["task_name"], extra.get("control_hz", spec.fps))
         if key not in envs:
-            envs[key] = TabletopEnv(EnvConfig(task=key[0], control_hz=key[1], render=cfg.render,
-                                              terminate_on_success=False,
-                                              max_steps=10**9))  # the recorded actions bound it
+            envs[key] = TabletopEnv(
+                EnvConfig(
+                    task=key[0],
+                    control_hz=key[1],
+                    render=cfg.render,
+                    terminate_on_success=False,
+                    max_steps=10**9,
+                )
+            )  # the recorded actions bound it
         actions = load_episode(root, info.episode_index, keys=[ACTION])[ACTION]
         ok += replay_episode(envs[key], actions, extra)
     for env in envs.values():
         env.close()
     if cfg.sheet or cfg.video:
         ep = load_episode(root, cfg.show, keys=spec.image_keys)
-        frames = {k.removeprefix("observation.images."): ep[image_key(k.removeprefix("observation.images."))]
-                  for k in spec.image_keys}
+        frames = {
+            k.removeprefix("observation.images."): ep[image_key(k.removeprefix("observation.images."))]
+            for k in spec.image_keys
+        }
         if cfg.sheet:
             from PIL import Image
 

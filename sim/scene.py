@@ -37,11 +37,26 @@ def base_scene(robot: RobotInfo = PANDA, with_robot: bool = True) -> mujoco.MjSp
     spec.visual.headlight.ambient = [0.45, 0.45, 0.45]
     spec.visual.headlight.diffuse = [0.4, 0.4, 0.4]
     wb = spec.worldbody
-    wb.add_light(name="sun", pos=[0.5, 0.0, 2.0], dir=[0.0, 0.0, -1.0], castshadow=False, diffuse=[0.5, 0.5, 0.5])
-    wb.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[2, 2, 0.1], pos=[0, 0, -0.75],
-                rgba=[0.35, 0.37, 0.4, 1], contype=0, conaffinity=0)
-    wb.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_BOX, size=[0.45, 0.6, 0.025],
-                pos=[0.5, 0.0, TABLE_TOP_Z - 0.025], rgba=[0.72, 0.6, 0.45, 1], friction=[1.0, 0.005, 0.0001])
+    wb.add_light(
+        name="sun", pos=[0.5, 0.0, 2.0], dir=[0.0, 0.0, -1.0], castshadow=False, diffuse=[0.5, 0.5, 0.5]
+    )
+    wb.add_geom(
+        name="floor",
+        type=mujoco.mjtGeom.mjGEOM_PLANE,
+        size=[2, 2, 0.1],
+        pos=[0, 0, -0.75],
+        rgba=[0.35, 0.37, 0.4, 1],
+        contype=0,
+        conaffinity=0,
+    )
+    wb.add_geom(
+        name="table",
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=[0.45, 0.6, 0.025],
+        pos=[0.5, 0.0, TABLE_TOP_Z - 0.025],
+        rgba=[0.72, 0.6, 0.45, 1],
+        friction=[1.0, 0.005, 0.0001],
+    )
     cam_pos = [1.0, 0.0, 0.8]
     wb.add_camera(name=AGENTVIEW, pos=cam_pos, quat=look_at_quat(cam_pos, [0.4, 0.0, 0.05]), fovy=55)
     if with_robot:
@@ -54,34 +69,72 @@ def add_box(spec: mujoco.MjSpec, name: str, half: float, rgba, mass: float = 0.0
     body = spec.worldbody.add_body(name=name, pos=[0.5, 0.0, half])
     if free:
         body.add_freejoint(name=name + "_joint")
-    body.add_geom(name=name + "_geom", type=mujoco.mjtGeom.mjGEOM_BOX, size=[half] * 3, rgba=list(rgba),
-                  mass=mass, friction=[1.5, 0.01, 0.001], condim=4, solref=[0.01, 1.0])
+    body.add_geom(
+        name=name + "_geom",
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=[half] * 3,
+        rgba=list(rgba),
+        mass=mass,
+        friction=[1.5, 0.01, 0.001],
+        condim=4,
+        solref=[0.01, 1.0],
+    )
     return body
 
 
-def add_bin(spec: mujoco.MjSpec, name: str, inner: tuple[float, float], height: float, rgba, wall: float = 0.008):
+def add_bin(
+    spec: mujoco.MjSpec, name: str, inner: tuple[float, float], height: float, rgba, wall: float = 0.008
+):
     """An open box (floor + 4 walls) on a mocap body, so its pose can be randomised per episode."""
     body = spec.worldbody.add_body(name=name, pos=[0.5, 0.0, 0.0], mocap=True)
     hx, hy = inner[0] / 2, inner[1] / 2
-    body.add_geom(name=name + "_floor", type=mujoco.mjtGeom.mjGEOM_BOX, size=[hx + wall, hy + wall, wall / 2],
-                  pos=[0, 0, wall / 2], rgba=list(rgba))
+    body.add_geom(
+        name=name + "_floor",
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=[hx + wall, hy + wall, wall / 2],
+        pos=[0, 0, wall / 2],
+        rgba=list(rgba),
+    )
     h = height / 2
     for i, (px, py, sx, sy) in enumerate(
-        [(hx + wall / 2, 0, wall / 2, hy + wall), (-hx - wall / 2, 0, wall / 2, hy + wall),
-         (0, hy + wall / 2, hx, wall / 2), (0, -hy - wall / 2, hx, wall / 2)]
+        [
+            (hx + wall / 2, 0, wall / 2, hy + wall),
+            (-hx - wall / 2, 0, wall / 2, hy + wall),
+            (0, hy + wall / 2, hx, wall / 2),
+            (0, -hy - wall / 2, hx, wall / 2),
+        ]
     ):
-        body.add_geom(name=f"{name}_wall{i}", type=mujoco.mjtGeom.mjGEOM_BOX, size=[sx, sy, h],
-                      pos=[px, py, h], rgba=list(rgba))
+        body.add_geom(
+            name=f"{name}_wall{i}",
+            type=mujoco.mjtGeom.mjGEOM_BOX,
+            size=[sx, sy, h],
+            pos=[px, py, h],
+            rgba=list(rgba),
+        )
     return body
 
 
-def add_marker(spec: mujoco.MjSpec, name: str, radius: float, rgba, height: float = 0.001, sphere: bool = False):
+def add_marker(
+    spec: mujoco.MjSpec, name: str, radius: float, rgba, height: float = 0.001, sphere: bool = False
+):
     """A visual-only target (no collision) on a mocap body."""
     body = spec.worldbody.add_body(name=name, pos=[0.5, 0.0, 0.0], mocap=True)
     if sphere:
-        body.add_geom(name=name + "_geom", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[radius, 0, 0],
-                      rgba=list(rgba), contype=0, conaffinity=0)
+        body.add_geom(
+            name=name + "_geom",
+            type=mujoco.mjtGeom.mjGEOM_SPHERE,
+            size=[radius, 0, 0],
+            rgba=list(rgba),
+            contype=0,
+            conaffinity=0,
+        )
     else:
-        body.add_geom(name=name + "_geom", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[radius, height, 0],
-                      rgba=list(rgba), contype=0, conaffinity=0)
+        body.add_geom(
+            name=name + "_geom",
+            type=mujoco.mjtGeom.mjGEOM_CYLINDER,
+            size=[radius, height, 0],
+            rgba=list(rgba),
+            contype=0,
+            conaffinity=0,
+        )
     return body

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import mink
-import mujoco
 import numpy as np
 
 from sim.robots.panda import PANDA, arm_qpos_adr, grip_site_name
@@ -25,8 +24,9 @@ class ArmIK:
         self.model = base_scene(with_robot=True).compile()
         self._arm = arm_qpos_adr(self.model)
         self.config = mink.Configuration(self.model)
-        self.task = mink.FrameTask(grip_site_name(), "site", position_cost=1.0, orientation_cost=0.5,
-                                   lm_damping=1e-3)
+        self.task = mink.FrameTask(
+            grip_site_name(), "site", position_cost=1.0, orientation_cost=0.5, lm_damping=1e-3
+        )
         self.posture = mink.PostureTask(self.model, cost=posture_cost)
         q0 = self.model.qpos0.copy()
         q0[self._arm] = PANDA.home
@@ -40,11 +40,14 @@ class ArmIK:
         q = self.model.qpos0.copy()
         q[self._arm] = q_arm
         self.config.update(q)
-        target = mink.SE3.from_rotation_and_translation(mink.SO3.from_matrix(down_rotation(yaw)), np.asarray(pos))
+        target = mink.SE3.from_rotation_and_translation(
+            mink.SO3.from_matrix(down_rotation(yaw)), np.asarray(pos)
+        )
         self.task.set_target(target)
         for _ in range(self.iterations):
-            vel = mink.solve_ik(self.config, [self.task, self.posture], self.dt, "daqp", damping=1e-3,
-                                limits=self.limits)
+            vel = mink.solve_ik(
+                self.config, [self.task, self.posture], self.dt, "daqp", damping=1e-3, limits=self.limits
+            )
             self.config.integrate_inplace(vel, self.dt)
         return self.config.q[self._arm].copy()
 

@@ -32,8 +32,13 @@ class ScriptedExpert:
 
     yaw_rate = 2.0  # rad/s
 
-    def __init__(self, env: TabletopEnv, noise: ExpertNoise | None = None, seed: int | None = None,
-                 ik: ArmIK | None = None) -> None:
+    def __init__(
+        self,
+        env: TabletopEnv,
+        noise: ExpertNoise | None = None,
+        seed: int | None = None,
+        ik: ArmIK | None = None,
+    ) -> None:
         self.env = env
         self.noise = noise or ExpertNoise()
         self.rng = np.random.default_rng(seed)
@@ -62,7 +67,9 @@ class ScriptedExpert:
         if ph.detour_ok and not after_detour and self.rng.random() < self.noise.detour_prob:
             mid = (self.ref + self.goal) / 2 + self.rng.uniform(-1, 1, 3) * self.noise.detour_scale
             mid[2] = max(mid[2], self.goal[2], 0.08)
-            self.phases.insert(self.k, Phase("detour", lambda m, d, p=mid, y=yaw: (p, y), ph.gripper, ph.speed))
+            self.phases.insert(
+                self.k, Phase("detour", lambda m, d, p=mid, y=yaw: (p, y), ph.gripper, ph.speed)
+            )
             self.goal = mid
 
     def act(self) -> np.ndarray:
@@ -76,7 +83,11 @@ class ScriptedExpert:
         dyaw = self.goal_yaw - self.yaw
         self.yaw += float(np.clip(dyaw, -self.yaw_rate * dt, self.yaw_rate * dt))
         self.q_cmd = self.ik.solve(self.q_cmd, self.ref, self.yaw)
-        reached = dist <= step and abs(dyaw) < 1e-6 and np.linalg.norm(self.ik.site_pos(self.q_cmd) - self.goal) < ph.tol
+        reached = (
+            dist <= step
+            and abs(dyaw) < 1e-6
+            and np.linalg.norm(self.ik.site_pos(self.q_cmd) - self.goal) < ph.tol
+        )
         if reached and not self.done:
             if self.settle <= 0:
                 self._next_phase()

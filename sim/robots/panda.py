@@ -130,7 +130,7 @@ def attach_panda(world: mujoco.MjSpec, pos=(0.0, 0.0, 0.0), robot: RobotInfo = P
     frame.attach_body(arm.body("base"), robot.prefix, "")
 
     p = robot.prefix
-    for b in robot.arm_bodies + ("right_hand",):
+    for b in (*robot.arm_bodies, "right_hand"):
         world.body(p + b).gravcomp = 1.0
     for b in ("right_gripper", "leftfinger", "rightfinger", "eef", "finger_joint1_tip", "finger_joint2_tip"):
         world.body(p + "gripper/" + b).gravcomp = 1.0

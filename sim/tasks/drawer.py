@@ -29,31 +29,65 @@ def _drawer(spec: mujoco.MjSpec) -> None:
     side = IN_HALF + T + 0.012
     wb.add_geom(name="cabinet_top", type=BOX, size=[hx, side + 0.01, 0.006], pos=[cx, y0, 0.076], rgba=wood)
     for s in (-1, 1):
-        wb.add_geom(name=f"cabinet_side{s:+d}", type=BOX, size=[hx, 0.005, 0.035], pos=[cx, y0 + s * side, 0.035],
-                    rgba=wood)
+        wb.add_geom(
+            name=f"cabinet_side{s:+d}",
+            type=BOX,
+            size=[hx, 0.005, 0.035],
+            pos=[cx, y0 + s * side, 0.035],
+            rgba=wood,
+        )
     wb.add_geom(name="cabinet_back", type=BOX, size=[0.005, side, 0.035], pos=[back, y0, 0.035], rgba=wood)
 
     body = wb.add_body(name="drawer", pos=DRAWER_POS.tolist())
-    joint = body.add_joint(name="drawer_joint", type=mujoco.mjtJoint.mjJNT_SLIDE, axis=[1, 0, 0],
-                           range=[-0.2, 0.0], frictionloss=0.3)
+    joint = body.add_joint(
+        name="drawer_joint",
+        type=mujoco.mjtJoint.mjJNT_SLIDE,
+        axis=[1, 0, 0],
+        range=[-0.2, 0.0],
+        frictionloss=0.3,
+    )
     set_damping(joint, 5.0)
     h = WALL_H / 2
-    body.add_geom(name="drawer_floor", type=BOX, size=[IN_HALF + T, IN_HALF + T, 0.003], pos=[0, 0, 0.003],
-                  rgba=wood, mass=0.3)
-    for i, (px, py, sx, sy) in enumerate([(-(IN_HALF + T / 2), 0, T / 2, IN_HALF + T),
-                                          (IN_HALF + T / 2, 0, T / 2, IN_HALF + T),
-                                          (0, IN_HALF + T / 2, IN_HALF, T / 2),
-                                          (0, -(IN_HALF + T / 2), IN_HALF, T / 2)]):
-        body.add_geom(name=f"drawer_wall{i}", type=BOX, size=[sx, sy, h], pos=[px, py, h + 0.006], rgba=wood,
-                      mass=0.05)
+    body.add_geom(
+        name="drawer_floor",
+        type=BOX,
+        size=[IN_HALF + T, IN_HALF + T, 0.003],
+        pos=[0, 0, 0.003],
+        rgba=wood,
+        mass=0.3,
+    )
+    for i, (px, py, sx, sy) in enumerate(
+        [
+            (-(IN_HALF + T / 2), 0, T / 2, IN_HALF + T),
+            (IN_HALF + T / 2, 0, T / 2, IN_HALF + T),
+            (0, IN_HALF + T / 2, IN_HALF, T / 2),
+            (0, -(IN_HALF + T / 2), IN_HALF, T / 2),
+        ]
+    ):
+        body.add_geom(
+            name=f"drawer_wall{i}", type=BOX, size=[sx, sy, h], pos=[px, py, h + 0.006], rgba=wood, mass=0.05
+        )
     hx_rel = -(IN_HALF + T) - HANDLE_OFFSET
     hz = HANDLE_Z - DRAWER_POS[2]
-    body.add_geom(name="drawer_handle", type=mujoco.mjtGeom.mjGEOM_CAPSULE, size=[0.008, 0.05, 0],
-                  pos=[hx_rel, 0, hz], quat=[0.7071068, 0.7071068, 0, 0], rgba=dark, mass=0.02,
-                  friction=[1.5, 0.01, 0.001])
+    body.add_geom(
+        name="drawer_handle",
+        type=mujoco.mjtGeom.mjGEOM_CAPSULE,
+        size=[0.008, 0.05, 0],
+        pos=[hx_rel, 0, hz],
+        quat=[0.7071068, 0.7071068, 0, 0],
+        rgba=dark,
+        mass=0.02,
+        friction=[1.5, 0.01, 0.001],
+    )
     for s in (-1, 1):
-        body.add_geom(name=f"drawer_post{s:+d}", type=BOX, size=[HANDLE_OFFSET / 2, 0.005, 0.006],
-                      pos=[hx_rel + HANDLE_OFFSET / 2, s * 0.045, hz], rgba=dark, mass=0.01)
+        body.add_geom(
+            name=f"drawer_post{s:+d}",
+            type=BOX,
+            size=[HANDLE_OFFSET / 2, 0.005, 0.006],
+            pos=[hx_rel + HANDLE_OFFSET / 2, s * 0.045, hz],
+            rgba=dark,
+            mass=0.01,
+        )
 
 
 @TASKS.register("drawer")
@@ -93,7 +127,7 @@ class DrawerPlace(Task):
             return d.geom("drawer_handle").xpos - [PULL, 0, 0], yaw
 
         def up(m, d):
-            return d.geom("drawer_handle").xpos + [0, 0, 0.12], yaw
+            return [*d.geom("drawer_handle").xpos, 0, 0, 0.12], yaw
 
         def into_drawer(m, d):
             p = d.body("drawer").xpos.copy()
@@ -109,4 +143,6 @@ class DrawerPlace(Task):
             Phase("let_go", lambda m, d: (d.geom("drawer_handle").xpos.copy(), yaw), OPEN, settle=3),
             Phase("clear", up, OPEN, speed=0.25),
         ]
-        return open_phases + grasp_phases("cube", CUBE_HALF, lift=0.16) + place_phases(into_drawer, retreat=0.08)
+        return (
+            open_phases + grasp_phases("cube", CUBE_HALF, lift=0.16) + place_phases(into_drawer, retreat=0.08)
+        )

@@ -34,7 +34,7 @@ class Push(Task):
             dist = rng.uniform(0.12, 0.2)
             target = cube + dist * np.array([np.cos(phi), np.sin(phi)])
             behind = cube - (HALF + 0.06) * np.array([np.cos(phi), np.sin(phi)])
-            if 0.36 <= target[0] <= 0.66 and abs(target[1]) <= 0.25 and 0.3 <= behind[0]:
+            if 0.36 <= target[0] <= 0.66 and abs(target[1]) <= 0.25 and behind[0] >= 0.3:
                 break
         set_free_pose(model, data, "cube_joint", [*cube, HALF], yaw=phi)
         set_mocap_pose(model, data, "target", [*target, 0.001])
@@ -56,7 +56,7 @@ class Push(Task):
         end = np.r_[target[:2] - (HALF + FINGER - 0.005) * u, z]
         back = np.r_[end[:2] - 0.05 * u, z + 0.1]
         return [
-            Phase("above", lambda m, d: (start + [0, 0, 0.1], yaw), CLOSED, detour_ok=True),
+            Phase("above", lambda m, d: ([*start, 0, 0, 0.1], yaw), CLOSED, detour_ok=True),
             Phase("descend", lambda m, d: (start, yaw), CLOSED, speed=0.2, tol=0.006),
             Phase("push", lambda m, d: (end, yaw), CLOSED, speed=0.12, tol=0.02),
             Phase("retreat", lambda m, d: (back, yaw), CLOSED, speed=0.2),

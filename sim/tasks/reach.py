@@ -33,7 +33,11 @@ class Reach(Task):
         return data.mocap_pos[model.body_mocapid[model.body("target").id]].copy()
 
     def success(self, model, data):
-        return bool(np.linalg.norm(data.site(grip_site_name()).xpos - self._target(model, data)) < self.success_dist)
+        return bool(
+            np.linalg.norm(data.site(grip_site_name()).xpos - self._target(model, data)) < self.success_dist
+        )
 
     def plan(self, model, data):
-        return [Phase("reach", lambda m, d: (self._target(m, d), 0.0), OPEN, detour_ok=True, settle=2, tol=0.005)]
+        return [
+            Phase("reach", lambda m, d: (self._target(m, d), 0.0), OPEN, detour_ok=True, settle=2, tol=0.005)
+        ]

@@ -23,8 +23,14 @@ BIN = Path(sys.executable).parent
 
 def test_collect_then_replay_round_trip(tmp_path):
     out = tmp_path / "pp"
-    cfg = CollectConfig(task="pick_place", episodes=2, out=str(out), seed=3, progress=False,
-                        env=EnvConfig(image_size=(32, 32)))
+    cfg = CollectConfig(
+        task="pick_place",
+        episodes=2,
+        out=str(out),
+        seed=3,
+        progress=False,
+        env=EnvConfig(image_size=(32, 32)),
+    )
     k, n, root = collect(cfg)
     assert (k, n) == (2, 2)
     ds = open_dataset(root)
@@ -45,8 +51,9 @@ def test_collect_then_replay_round_trip(tmp_path):
 
 def test_replay_detects_corrupted_actions(tmp_path):
     """Replay is a real check: shifted actions no longer solve the task."""
-    cfg = CollectConfig(task="reach", episodes=1, out=str(tmp_path / "r"), progress=False,
-                        env=EnvConfig(image_size=(16, 16)))
+    cfg = CollectConfig(
+        task="reach", episodes=1, out=str(tmp_path / "r"), progress=False, env=EnvConfig(image_size=(16, 16))
+    )
     _, _, root = collect(cfg)
     info = read_episode_info(root)[0]
     actions = load_episode(root, 0, keys=["action"])["action"]
@@ -62,8 +69,15 @@ def test_replay_detects_corrupted_actions(tmp_path):
 
 def test_cli_collect_killed_mid_run_keeps_episodes_and_resumes(tmp_path):
     out = tmp_path / "ds"
-    args = [str(BIN / "vla-collect"), "task=pick_place", "episodes=6", f"out={out}", "seed=0",
-            "env.image_size=[24,24]", "progress=false"]
+    args = [
+        str(BIN / "vla-collect"),
+        "task=pick_place",
+        "episodes=6",
+        f"out={out}",
+        "seed=0",
+        "env.image_size=[24,24]",
+        "progress=false",
+    ]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     sidecar = out / "meta" / "vla_episodes.jsonl"
     deadline = time.time() + 120
@@ -85,21 +99,36 @@ def test_cli_collect_killed_mid_run_keeps_episodes_and_resumes(tmp_path):
     assert [i.extra["seed"] for i in infos] == list(range(6))  # no seed repeated or skipped
     assert open_dataset(out).num_episodes == 6
     validate_dataset(out)
-    rep = subprocess.run([str(BIN / "vla-replay"), f"dataset={out}", "progress=false"], capture_output=True,
-                         text=True, timeout=300)
+    rep = subprocess.run(
+        [str(BIN / "vla-replay"), f"dataset={out}", "progress=false"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert "replay success: 6/6" in rep.stdout, rep.stdout + rep.stderr
 
 
 def test_cli_refuses_unknown_task(tmp_path):
-    res = subprocess.run([str(BIN / "vla-collect"), "task=nope", f"out={tmp_path / 'x'}"], capture_output=True,
-                         text=True, timeout=120)
+    res = subprocess.run(
+        [str(BIN / "vla-collect"), "task=nope", f"out={tmp_path / 'x'}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode != 0
     assert "unknown task 'nope'" in res.stdout + res.stderr
 
 
 @pytest.mark.parametrize("task", ["push"])
 def test_sidecar_extra_is_json(tmp_path, task):
-    _, _, root = collect(CollectConfig(task=task, episodes=1, out=str(tmp_path / task), progress=False,
-                                       env=EnvConfig(image_size=(16, 16))))
+    _, _, root = collect(
+        CollectConfig(
+            task=task,
+            episodes=1,
+            out=str(tmp_path / task),
+            progress=False,
+            env=EnvConfig(image_size=(16, 16)),
+        )
+    )
     line = json.loads((root / "meta" / "vla_episodes.jsonl").read_text().splitlines()[0])
     assert line["extra"]["task_name"] == task

@@ -67,7 +67,7 @@ def test_registered_with_gymnasium_and_vectorises():
     venv = gym.vector.SyncVectorEnv([lambda: gym.make("vla/push-v0", image_size=(16, 16)) for _ in range(2)])
     obs, _ = venv.reset(seed=[0, 1])
     assert obs["agentview"].shape == (2, 16, 16, 3) and obs["state"].shape == (2, 8)
-    obs, r, term, trunc, info = venv.step(venv.action_space.sample())
+    obs, r, _term, _trunc, _info = venv.step(venv.action_space.sample())
     assert r.shape == (2,)
     venv.close()
 

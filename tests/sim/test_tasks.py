@@ -26,7 +26,7 @@ def test_task_contract(task):
     assert obs["agentview"].std() > 5 and obs["wrist"].std() > 1  # real pictures, not a blank frame
     assert obs["instruction"] in cls.instructions
     assert not info["success"] and not env.task.success(env.model, env.data)  # not solved at reset
-    obs, r, term, trunc, info = env.step(env.action_space.sample())
+    obs, _r, _term, _trunc, info = env.step(env.action_space.sample())
     assert env.observation_space.contains(obs)
     env.close()
 
@@ -36,7 +36,9 @@ def test_expert_succeeds_on_a_few_seeds(task):
     env = TabletopEnv(EnvConfig(task=task, render=False))
     expert = ScriptedExpert(env)
     results = [run_expert_episode(env, expert, seed)[0] for seed in (11, 12, 13)]
-    assert all(results), f"{task} expert failed on seeds {[s for s, ok in zip((11, 12, 13), results) if not ok]}"
+    assert all(results), (
+        f"{task} expert failed on seeds {[s for s, ok in zip((11, 12, 13), results, strict=False) if not ok]}"
+    )
 
 
 def test_noisy_expert_is_different_and_still_mostly_works():

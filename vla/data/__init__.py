@@ -45,4 +45,22 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f"vla.data.{_EXPORTS[name]}"), name)
 
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "SOURCES",
+    "DatasetError",
+    "EpisodeInfo",
+    "EpisodeMeta",
+    "EpisodeSpec",
+    "EpisodeWriter",
+    "Normalizer",
+    "ValidationReport",
+    "compute_stats",
+    "load_episode",
+    "load_spec",
+    "load_stats",
+    "open_dataset",
+    "read_episode_info",
+    "repair_dataset",
+    "save_stats",
+    "validate_dataset",
+]

@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any
 
 import numpy as np
+from datasets.utils.logging import disable_progress_bar
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 from lerobot.datasets.utils import DEFAULT_EPISODES_PATH, DEFAULT_TASKS_PATH, INFO_PATH, STATS_PATH
 
@@ -33,6 +34,7 @@ from vla.data.schema import BOOL_KEYS, FLOAT_KEYS, SOURCES, SPEC_FILE, TASK, Epi
 from vla.data.sidecar import append_sidecar, read_sidecar
 
 logger = logging.getLogger(__name__)
+disable_progress_bar()  # lerobot's save_episode otherwise prints a datasets "Map" bar for every episode
 
 # Any non-empty file exceeds this, so lerobot starts a new data/metadata/video file for every episode.
 ROTATE_EVERY_EPISODE_MB = 1e-6
@@ -108,8 +110,8 @@ class EpisodeWriter:
                 root=self.root,
                 robot_type=spec.robot_type,
                 use_videos=spec.use_videos,
-                data_files_size_in_mb=ROTATE_EVERY_EPISODE_MB,  # type: ignore[arg-type]
-                video_files_size_in_mb=ROTATE_EVERY_EPISODE_MB,  # type: ignore[arg-type]
+                data_files_size_in_mb=ROTATE_EVERY_EPISODE_MB,
+                video_files_size_in_mb=ROTATE_EVERY_EPISODE_MB,
             )
             atomic_write_bytes(self.root / SPEC_FILE, spec.to_json().encode())
             backup_info(self.root)
@@ -180,7 +182,7 @@ class EpisodeWriter:
             raise ValueError(
                 f"add_frame ({where}): missing fields {sorted(missing)}, unknown fields {sorted(extra)}"
             )
-        out = {key: self._check_value(key, frame[key], where) for key in self._features}
+        out: dict[str, Any] = {key: self._check_value(key, frame[key], where) for key in self._features}
         task = frame[TASK]
         if not isinstance(task, str) or not task:
             raise ValueError(f"add_frame ({where}): field 'task' must be a non-empty str, got {task!r}")
