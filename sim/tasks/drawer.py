@@ -124,10 +124,10 @@ class DrawerPlace(Task):
             return d.geom("drawer_handle").xpos.copy(), yaw
 
         def pulled(m, d):
-            return d.geom("drawer_handle").xpos - [PULL, 0, 0], yaw
+            return d.geom("drawer_handle").xpos - np.array([PULL, 0, 0]), yaw
 
         def up(m, d):
-            return [*d.geom("drawer_handle").xpos, 0, 0, 0.12], yaw
+            return d.geom("drawer_handle").xpos + np.array([0, 0, 0.12]), yaw
 
         def into_drawer(m, d):
             p = d.body("drawer").xpos.copy()
@@ -136,7 +136,7 @@ class DrawerPlace(Task):
             return p, 0.0
 
         open_phases = [
-            Phase("above_handle", lambda m, d: (handle(m, d)[0] + [0, 0, 0.1], yaw), OPEN, detour_ok=True),
+            Phase("above_handle", lambda m, d: (handle(m, d)[0] + np.array([0, 0, 0.1]), yaw), OPEN, detour_ok=True),
             Phase("to_handle", handle, OPEN, speed=0.2, settle=1, tol=0.006),
             Phase("grip_handle", handle, CLOSED, settle=5),
             Phase("pull", pulled, CLOSED, speed=0.12, settle=1),

@@ -33,7 +33,7 @@ def grasp_phases(obj: str, half: float, lift: float = 0.15) -> list[Phase]:
     """Above the object -> descend -> close -> lift (shared by every pick task)."""
 
     def above(m, d):
-        return [*d.body(obj).xpos, 0, 0, 0.12], fold_yaw(body_yaw(d, obj))
+        return d.body(obj).xpos + np.array([0, 0, 0.12]), fold_yaw(body_yaw(d, obj))
 
     def at(m, d):
         p = d.body(obj).xpos.copy()
@@ -57,11 +57,11 @@ def place_phases(target, release_settle: int = 4, retreat: float = 0.1) -> list[
 
     def above(m, d):
         p, yaw = target(m, d)
-        return [*p, 0, 0, 0.1], yaw
+        return np.asarray(p) + np.array([0, 0, 0.1]), yaw
 
     def retreat_to(m, d):
         p, yaw = target(m, d)
-        return [*p, 0, 0, retreat], yaw
+        return np.asarray(p) + np.array([0, 0, retreat]), yaw
 
     return [
         Phase("carry", above, CLOSED, detour_ok=True),
@@ -102,6 +102,6 @@ class PickPlace(Task):
 
     def plan(self, model, data):
         def drop(m, d):
-            return [*self._bin(m, d), 0, 0, 0.07], 0.0
+            return self._bin(m, d) + np.array([0, 0, 0.07]), 0.0
 
         return grasp_phases("cube", CUBE_HALF) + place_phases(drop)

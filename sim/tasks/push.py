@@ -56,7 +56,7 @@ class Push(Task):
         end = np.r_[target[:2] - (HALF + FINGER - 0.005) * u, z]
         back = np.r_[end[:2] - 0.05 * u, z + 0.1]
         return [
-            Phase("above", lambda m, d: ([*start, 0, 0, 0.1], yaw), CLOSED, detour_ok=True),
+            Phase("above", lambda m, d: (start + np.array([0, 0, 0.1]), yaw), CLOSED, detour_ok=True),
             Phase("descend", lambda m, d: (start, yaw), CLOSED, speed=0.2, tol=0.006),
             Phase("push", lambda m, d: (end, yaw), CLOSED, speed=0.12, tol=0.02),
             Phase("retreat", lambda m, d: (back, yaw), CLOSED, speed=0.2),
