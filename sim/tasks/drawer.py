@@ -136,7 +136,12 @@ class DrawerPlace(Task):
             return p, 0.0
 
         open_phases = [
-            Phase("above_handle", lambda m, d: (handle(m, d)[0] + np.array([0, 0, 0.1]), yaw), OPEN, detour_ok=True),
+            Phase(
+                "above_handle",
+                lambda m, d: (handle(m, d)[0] + np.array([0, 0, 0.1]), yaw),
+                OPEN,
+                detour_ok=True,
+            ),
             Phase("to_handle", handle, OPEN, speed=0.2, settle=1, tol=0.006),
             Phase("grip_handle", handle, CLOSED, settle=5),
             Phase("pull", pulled, CLOSED, speed=0.12, settle=1),
