@@ -19,5 +19,5 @@ echo "using $py"
 if [ ! -x "$venv/bin/python" ]; then PYENV_VERSION=3.12.1 "$py" -m venv "$venv"; fi
 "$venv/bin/python" -m pip install -q --upgrade pip 2> >(grep -v '^WARNING: Location' >&2)
 echo "installing the project into $venv (first time: a few minutes; torch is a large download)"
-"$venv/bin/python" -m pip install -q -e ".[${extras}]" 2> >(grep -v '^WARNING: Location' >&2)
+PYTHONWARNINGS=ignore "$venv/bin/python" -m pip install -q -e ".[${extras}]" 2> >(grep -v '^WARNING: Location' >&2)
 "$venv/bin/python" -c 'import vla, sim, mujoco, lerobot, torch' || { echo "error: install incomplete" >&2; exit 1; }
