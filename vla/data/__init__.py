@@ -7,7 +7,11 @@ until lerobot is actually needed.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
+
+# lerobot's save_episode/load print a datasets "Map" progress bar per episode; read when datasets is imported.
+os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 
 _EXPORTS: dict[str, str] = {
     "SOURCES": "schema",

@@ -23,7 +23,6 @@ from types import TracebackType
 from typing import Any
 
 import numpy as np
-from datasets.utils.logging import disable_progress_bar
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 from lerobot.datasets.utils import DEFAULT_EPISODES_PATH, DEFAULT_TASKS_PATH, INFO_PATH, STATS_PATH
 
@@ -34,7 +33,6 @@ from vla.data.schema import BOOL_KEYS, FLOAT_KEYS, SOURCES, SPEC_FILE, TASK, Epi
 from vla.data.sidecar import append_sidecar, read_sidecar
 
 logger = logging.getLogger(__name__)
-disable_progress_bar()  # lerobot's save_episode otherwise prints a datasets "Map" bar for every episode
 
 # Any non-empty file exceeds this, so lerobot starts a new data/metadata/video file for every episode.
 ROTATE_EVERY_EPISODE_MB = 1e-6
