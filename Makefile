@@ -29,7 +29,8 @@ test-all: $(STAMP)
 	$(VENV)/bin/python -m pytest -q -m "slow or not slow"
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check vla policies training sim hardware tests benchmarks scripts
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

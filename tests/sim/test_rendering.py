@@ -25,7 +25,8 @@ def _render(mujoco_gl: str | None) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", GL_ERROR_ENV)}
     if mujoco_gl:
         env["MUJOCO_GL"] = mujoco_gl
-    out = subprocess.run([sys.executable, "-c", SNIPPET], env=env, capture_output=True, text=True, timeout=120)
+    cmd = [sys.executable, "-c", SNIPPET]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr, out.stderr  # no teardown noise from the GL library
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 from vla.data.layout import data_file_path, fixed_list_to_numpy, read_episode_rows
-from vla.data.schema import TASK
+from vla.data.schema import TASK, EpisodeMeta
 from vla.data.sidecar import read_sidecar
 
 _INFO = "meta/info.json"
@@ -47,33 +46,14 @@ def open_dataset(root: str | Path, *, repo_id: str | None = None, **kwargs: Any)
     return LeRobotDataset(repo_id or f"local/{root.name}", root=root, **kwargs)
 
 
-@dataclass
-class EpisodeInfo:
-    """One committed episode as seen by our code.
-
-    Attributes:
-        episode_index: lerobot's episode index.
-        length: Number of frames.
-        success: Whether the task succeeded.
-        source: One of ``vla.data.schema.SOURCES``.
-        task: Instruction of the first frame.
-        extra: Free-form data stored by the collector (seed, task_name, env_kwargs, init_state...).
-    """
-
-    episode_index: int
-    length: int
-    success: bool
-    source: str
-    task: str
-    extra: dict[str, Any] = field(default_factory=dict)
+EpisodeInfo = EpisodeMeta
+"""One committed episode as seen by our code (the sidecar record: index, length, success, source, task,
+extra)."""
 
 
 def read_episode_info(root: str | Path) -> list[EpisodeInfo]:
     """Reads the sidecar: one :class:`EpisodeInfo` per committed episode, in index order."""
-    return [
-        EpisodeInfo(m.episode_index, m.length, m.success, m.source, m.task, m.extra)
-        for m in read_sidecar(root)
-    ]
+    return list(read_sidecar(root))
 
 
 def load_episode(root: str | Path, index: int, *, keys: list[str] | None = None) -> dict[str, np.ndarray]:
