@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import importlib
 import os
+import warnings
 from typing import TYPE_CHECKING, Any
 
-# lerobot's save_episode/load print a datasets "Map" progress bar per episode; read when datasets is imported.
+# lerobot's save_episode prints a datasets "Map" progress bar per episode (image embedding), and its
+# SuppressProgressBars re-enables bars on exit, so a one-off disable does not stick: the env variable does
+# (datasets reads it at import), and the warning datasets gives each time lerobot re-enables is dropped.
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+warnings.filterwarnings("ignore", message="Cannot enable progress bars", category=UserWarning)
 
 _EXPORTS: dict[str, str] = {
     "SOURCES": "schema",
