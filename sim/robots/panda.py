@@ -2,8 +2,10 @@
 
 The files in ``sim/assets`` are robosuite 1.5.2's ``robots/panda/robot.xml`` and
 ``grippers/panda_gripper.xml`` unmodified, with the collision meshes only (the detailed visual OBJ meshes
-are 37 MB and render ~6x slower on a CPU). We draw the collision meshes as the visuals. If
-``VLA_ROBOSUITE_ASSETS`` points at robosuite's ``models/assets`` folder, the arm is loaded from there.
+are 37 MB and render ~6x slower on a CPU). We draw the collision meshes as the visuals.
+``VLA_PANDA_MODEL`` picks another arm model: ``robosuite`` (an installed robosuite's detailed meshes, or
+``VLA_ROBOSUITE_ASSETS=<robosuite>/models/assets``) or ``menagerie`` (``$MENAGERIE_ROOT``'s
+``franka_emika_panda/panda_nohand.xml``). The gripper is always the vendored one.
 
 Changes made in code (robosuite does these in its own controller/base files): radians, position
 actuators with gravity compensation (the shipped arm has torque motors), one gripper actuator with the
@@ -12,6 +14,7 @@ fingers coupled by an equality, and faster fingers.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,28 +72,86 @@ def set_damping(joint: mujoco.MjsJoint, value: float) -> None:
         joint.damping = [value, 0.0, 0.0]
 
 
-def _arm_file() -> Path:
-    custom = os.environ.get("VLA_ROBOSUITE_ASSETS")
-    if custom:
-        return Path(custom) / "robots" / "panda" / "robot.xml"
-    return ASSETS / "panda" / "robot.xml"
+ARM_MODELS = ("vendored", "robosuite", "menagerie")
+ARM_MODEL_ENV = "VLA_PANDA_MODEL"
 
 
-def _load_arm() -> mujoco.MjSpec:
-    spec = mujoco.MjSpec.from_file(str(_arm_file()))
+def arm_model() -> str:
+    """Which Panda arm model to load: ``$VLA_PANDA_MODEL`` in :data:`ARM_MODELS` (default ``vendored``)."""
+    name = os.environ.get(ARM_MODEL_ENV, "vendored")
+    if name not in ARM_MODELS:
+        raise ValueError(f"{ARM_MODEL_ENV}={name!r}; choose one of {ARM_MODELS}")
+    return name
+
+
+def _strip_actuators(spec: mujoco.MjSpec) -> mujoco.MjSpec:
     spec.compiler.degree = False
+    for a in list(spec.actuators):
+        spec.delete(a)
+    return spec
+
+
+def _vendored_arm() -> tuple[mujoco.MjSpec, str]:
+    """robosuite's robot.xml with collision meshes only; they double as visuals (group 0 is drawn)."""
+    spec = _strip_actuators(mujoco.MjSpec.from_file(str(ASSETS / "panda" / "robot.xml")))
     for g in list(spec.geoms):
-        if g.meshname.endswith(tuple(f"_{i}" for i in range(20))) or g.meshname.endswith("_vis"):
-            spec.delete(g)  # detailed visual meshes (absent from the vendored copy)
+        if g.meshname.startswith("link") and "_vis" in g.meshname:
+            spec.delete(g)  # detailed visual meshes: not shipped in sim/assets
     for m in list(spec.meshes):
         if "_vis" in m.name:
             spec.delete(m)
-    for a in list(spec.actuators):
-        spec.delete(a)
-    for g in spec.geoms:  # collision meshes double as visuals: group 0 is drawn
-        g.rgba = [0.92, 0.92, 0.93, 1.0] if "link" in g.name else g.rgba
-    spec.cameras  # noqa: B018  (robotview stays; unused)
-    return spec
+    for g in spec.geoms:
+        g.rgba = [0.92, 0.92, 0.93, 1.0]
+    return spec, "base"
+
+
+def _robosuite_arm() -> tuple[mujoco.MjSpec, str]:
+    """The full-detail arm from an installed robosuite (or ``$VLA_ROBOSUITE_ASSETS``); ~6x slower to render."""
+    root = os.environ.get("VLA_ROBOSUITE_ASSETS")
+    if not root:
+        found = importlib.util.find_spec("robosuite")
+        if found is None or not found.submodule_search_locations:
+            raise FileNotFoundError(
+                f"{ARM_MODEL_ENV}=robosuite needs robosuite installed (pip install --no-deps robosuite) "
+                "or VLA_ROBOSUITE_ASSETS=<robosuite>/models/assets"
+            )
+        root = str(Path(next(iter(found.submodule_search_locations))) / "models" / "assets")
+    path = Path(root) / "robots" / "panda" / "robot.xml"
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path} not found (VLA_ROBOSUITE_ASSETS should be robosuite's models/assets)"
+        )
+    spec = _strip_actuators(mujoco.MjSpec.from_file(str(path)))
+    for g in spec.geoms:
+        if g.name.endswith("_collision"):
+            g.group = 3  # drawn as the detailed visual meshes instead
+    return spec, "base"
+
+
+def _menagerie_arm() -> tuple[mujoco.MjSpec, str]:
+    """MuJoCo Menagerie's ``franka_emika_panda/panda_nohand.xml`` from ``$MENAGERIE_ROOT``, with robosuite's
+    flange frame (``right_hand``) and wrist camera added so the gripper and the tasks see the same kinematics."""
+    root = os.environ.get("MENAGERIE_ROOT")
+    if not root:
+        raise FileNotFoundError(f"{ARM_MODEL_ENV}=menagerie needs MENAGERIE_ROOT=<mujoco_menagerie checkout>")
+    path = Path(root) / "franka_emika_panda" / "panda_nohand.xml"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found (MENAGERIE_ROOT should hold franka_emika_panda/)")
+    spec = _strip_actuators(mujoco.MjSpec.from_file(str(path)))
+    for key in list(spec.keys):
+        spec.delete(key)
+    for light in list(spec.lights):
+        spec.delete(light)
+    hand = spec.body("link7").add_body(name="right_hand", pos=[0, 0, 0.1065], quat=[0.924, 0, 0, -0.383])
+    hand.add_camera(name="eye_in_hand", pos=[0.05, 0, 0], quat=[0, 0.707108, 0.707108, 0], fovy=75)
+    return spec, "link0"
+
+
+def _load_arm() -> tuple[mujoco.MjSpec, str]:
+    """The arm spec without actuators, and the name of its root body."""
+    return {"vendored": _vendored_arm, "robosuite": _robosuite_arm, "menagerie": _menagerie_arm}[
+        arm_model()
+    ]()
 
 
 def _load_gripper() -> mujoco.MjSpec:
@@ -121,13 +182,13 @@ def attach_panda(world: mujoco.MjSpec, pos=(0.0, 0.0, 0.0), robot: RobotInfo = P
     Actuators (in order): 7 arm joints, then one gripper actuator whose control is the finger joint
     position in [closed, open] = ``robot.gripper_range``.
     """
-    arm = _load_arm()
+    arm, root_body = _load_arm()
     gripper = _load_gripper()
     hand = arm.body("right_hand")
     site = hand.add_site(name="gripper_mount")
     site.attach_body(gripper.body("right_gripper"), "gripper/", "")
     frame = world.worldbody.add_frame(pos=list(pos))
-    frame.attach_body(arm.body("base"), robot.prefix, "")
+    frame.attach_body(arm.body(root_body), robot.prefix, "")
 
     p = robot.prefix
     for b in (*robot.arm_bodies, "right_hand"):
