@@ -106,7 +106,7 @@ def _vendored_arm() -> tuple[mujoco.MjSpec, str]:
 
 
 def _robosuite_arm() -> tuple[mujoco.MjSpec, str]:
-    """The full-detail arm from an installed robosuite (or ``$VLA_ROBOSUITE_ASSETS``); ~6x slower to render."""
+    """The full-detail arm from an installed robosuite (or ``$VLA_ROBOSUITE_ASSETS``); renders ~6x slower."""
     root = os.environ.get("VLA_ROBOSUITE_ASSETS")
     if not root:
         found = importlib.util.find_spec("robosuite")

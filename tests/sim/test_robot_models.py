@@ -40,7 +40,9 @@ def _fake_menagerie(root):
     <body name="link0" childclass="panda"><inertial mass="0.6" pos="0 0 0" diaginertia="0.01 0.01 0.01"/>
       {body}{xml}</body>
   </worldbody>
-  <actuator><general class="panda" name="actuator1" joint="joint1" gainprm="4500" biasprm="0 -4500 -450"/></actuator>
+  <actuator>
+    <general class="panda" name="actuator1" joint="joint1" gainprm="4500" biasprm="0 -4500 -450"/>
+  </actuator>
   <keyframe><key name="home" qpos="0 0 0 -1.57079 0 1.57079 -0.7853"/></keyframe>
 </mujoco>"""
     folder = root / "franka_emika_panda"
@@ -68,11 +70,11 @@ def test_model_choice_errors_say_what_is_missing(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="MENAGERIE_ROOT"):
         TabletopEnv(EnvConfig(task="reach", render=False))
     monkeypatch.setenv("MENAGERIE_ROOT", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="panda_nohand.xml not found"):
+    with pytest.raises(FileNotFoundError, match=r"panda_nohand\.xml not found"):
         TabletopEnv(EnvConfig(task="reach", render=False))
     monkeypatch.setenv("VLA_PANDA_MODEL", "robosuite")
     monkeypatch.setenv("VLA_ROBOSUITE_ASSETS", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="robot.xml not found"):
+    with pytest.raises(FileNotFoundError, match=r"robot\.xml not found"):
         TabletopEnv(EnvConfig(task="reach", render=False))
     monkeypatch.setenv("VLA_PANDA_MODEL", "ur5")
     with pytest.raises(ValueError, match="VLA_PANDA_MODEL='ur5'"):
