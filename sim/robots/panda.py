@@ -130,7 +130,8 @@ def _robosuite_arm() -> tuple[mujoco.MjSpec, str]:
 
 def _menagerie_arm() -> tuple[mujoco.MjSpec, str]:
     """MuJoCo Menagerie's ``franka_emika_panda/panda_nohand.xml`` from ``$MENAGERIE_ROOT``, with robosuite's
-    flange frame (``right_hand``) and wrist camera added so the gripper and the tasks see the same kinematics."""
+    flange frame (``right_hand``) and wrist camera added, so the gripper and the tasks see the same
+    kinematics."""
     root = os.environ.get("MENAGERIE_ROOT")
     if not root:
         raise FileNotFoundError(f"{ARM_MODEL_ENV}=menagerie needs MENAGERIE_ROOT=<mujoco_menagerie checkout>")
