@@ -74,6 +74,35 @@ def read_config(directory: str | Path) -> dict[str, Any]:
     return yaml.safe_load(path.read_text())
 
 
+def publish(tmp: Path, final: Path) -> Path:
+    """Move a fully written folder ``tmp`` to ``final``, replacing an older one (rename, never half-written)."""
+    old = final.with_name(final.name + ".old")
+    if final.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def staging_dir(final: str | Path) -> Path:
+    """A fresh temporary sibling of ``final`` to write a checkpoint into before :func:`publish`."""
+    final = Path(final)
+    tmp = final.with_name(final.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def save_train_state(directory: str | Path, train_state: dict[str, Any]) -> None:
+    folder = Path(directory) / TRAIN_STATE_DIR
+    folder.mkdir(exist_ok=True)
+    tensors: dict[str, Tensor] = {}
+    skeleton = flatten_state(train_state, tensors)
+    save_file(tensors, str(folder / "tensors.safetensors"))
+    (folder / "state.json").write_text(json.dumps(skeleton))
+
+
 def save_checkpoint(
     directory: str | Path,
     *,
@@ -84,26 +113,14 @@ def save_checkpoint(
 ) -> Path:
     """Write a checkpoint folder atomically (temporary sibling + rename)."""
     final = Path(directory)
-    tmp = final.with_name(final.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    tmp = staging_dir(final)
     save_file({k: v.detach().cpu().contiguous() for k, v in model.items()}, str(tmp / MODEL_FILE))
     (tmp / CONFIG_FILE).write_text(yaml.safe_dump(config, sort_keys=False))
     if stats is not None:
         save_stats(tmp / STATS_FILE, stats)
     if train_state is not None:
-        (tmp / TRAIN_STATE_DIR).mkdir()
-        tensors: dict[str, Tensor] = {}
-        skeleton = flatten_state(train_state, tensors)
-        save_file(tensors, str(tmp / TRAIN_STATE_DIR / "tensors.safetensors"))
-        (tmp / TRAIN_STATE_DIR / "state.json").write_text(json.dumps(skeleton))
-    old = final.with_name(final.name + ".old")
-    if final.exists():
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(final, old)
-    os.replace(tmp, final)
-    shutil.rmtree(old, ignore_errors=True)
-    return final
+        save_train_state(tmp, train_state)
+    return publish(tmp, final)
 
 
 def load_model_state(directory: str | Path) -> dict[str, Tensor]:

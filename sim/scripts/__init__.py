@@ -1,5 +1,5 @@
-"""Command-line entry points (Hydra)."""
+"""Command-line entry points (Hydra; configs in ``configs/``)."""
 
-from pathlib import Path
+from vla.hydra_utils import CONFIG_DIR
 
-CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "configs")
+__all__ = ["CONFIG_DIR"]

@@ -5,7 +5,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from sim.collect import CollectConfig, collect
-from sim.scripts import CONFIG_DIR
+from vla.hydra_utils import CONFIG_DIR
 
 ConfigStore.instance().store(name="collect_schema", node=CollectConfig)
 

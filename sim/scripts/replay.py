@@ -5,7 +5,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from sim.replay import ReplayConfig, replay
-from sim.scripts import CONFIG_DIR
+from vla.hydra_utils import CONFIG_DIR
 
 ConfigStore.instance().store(name="replay_schema", node=ReplayConfig)
 

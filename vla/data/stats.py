@@ -57,22 +57,18 @@ def compute_stats(
         table = pq.read_table(path, columns=keys)
         for key in keys:
             columns[key].append(fixed_list_to_numpy(table.column(key), 1).astype(np.float64))
-    out: dict[str, dict[str, np.ndarray]] = {}
     for key, parts in columns.items():
         if not parts or sum(len(p) for p in parts) == 0:
             raise ValueError(f"compute_stats: no frames for '{key}' in {root}")
-        x = np.concatenate(parts)  # [N, D]
-        q01, q99 = np.quantile(x, [0.01, 0.99], axis=0)
-        stats = {
-            "mean": x.mean(0),
-            "std": x.std(0),
-            "min": x.min(0),
-            "max": x.max(0),
-            "q01": q01,
-            "q99": q99,
-        }
-        out[key] = {k: v.astype(np.float32) for k, v in stats.items()}
-    return out
+    return {key: array_stats(np.concatenate(parts)) for key, parts in columns.items()}
+
+
+def array_stats(x: np.ndarray) -> dict[str, np.ndarray]:
+    """mean, std, min, max, q01, q99 over the first axis of ``x`` [N, D] (float32 results)."""
+    x = np.asarray(x, dtype=np.float64)
+    q01, q99 = np.quantile(x, [0.01, 0.99], axis=0)
+    stats = {"mean": x.mean(0), "std": x.std(0), "min": x.min(0), "max": x.max(0), "q01": q01, "q99": q99}
+    return {k: v.astype(np.float32) for k, v in stats.items()}
 
 
 def save_stats(path: str | Path, stats: dict[str, dict[str, np.ndarray]]) -> None:

@@ -1,0 +1,104 @@
+"""Prefix encoders: per-camera vision, language tokenisation + embedding, proprio."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+class ByteTokenizer:
+    """UTF-8 bytes as tokens (ids 2..257; 0 = pad, 1 = begin). Needs no download and nothing saved."""
+
+    vocab_size = 258
+
+    def __call__(self, texts: list[str], max_len: int) -> tuple[Tensor, Tensor]:
+        ids = torch.zeros(len(texts), max_len, dtype=torch.long)
+        for i, text in enumerate(texts):
+            row = [1] + [b + 2 for b in text.encode("utf-8")][: max_len - 1]
+            ids[i, : len(row)] = torch.tensor(row)
+        return ids, ids != 0  # [B, L], valid mask [B, L]
+
+
+class HFTokenizer:
+    """A pretrained tokenizer from a local folder (``tokenizer="hf:<folder>"``)."""
+
+    def __init__(self, path: str) -> None:
+        from transformers import AutoTokenizer
+
+        self.tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        if self.tok.pad_token is None:
+            self.tok.pad_token = self.tok.eos_token or self.tok.unk_token
+        self.vocab_size = len(self.tok)
+
+    def __call__(self, texts: list[str], max_len: int) -> tuple[Tensor, Tensor]:
+        enc = self.tok(texts, padding="max_length", truncation=True, max_length=max_len, return_tensors="pt")
+        return enc["input_ids"], enc["attention_mask"].bool()
+
+
+def make_tokenizer(spec: str) -> ByteTokenizer | HFTokenizer:
+    return ByteTokenizer() if spec == "byte" else HFTokenizer(spec.removeprefix("hf:"))
+
+
+def _groups(c: int) -> int:
+    return math.gcd(c, 8)
+
+
+class CNNEncoder(nn.Module):
+    """A small strided CNN trained from scratch: [B, 3, H, W] in [0, 1] -> tokens [B, N, d]."""
+
+    def __init__(self, channels: list[int], d_model: int, image_size: list[int]) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        prev = 3
+        for i, c in enumerate(channels):
+            k = 5 if i == 0 else 3
+            layers += [
+                nn.Conv2d(prev, c, k, stride=2, padding=k // 2),
+                nn.GroupNorm(_groups(c), c),
+                nn.GELU(),
+            ]
+            prev = c
+        layers.append(nn.Conv2d(prev, d_model, 3, stride=2, padding=1))
+        self.net = nn.Sequential(*layers)
+        with torch.no_grad():
+            n = self.net(torch.zeros(1, 3, *image_size)).flatten(2).shape[-1]
+        self.pos = nn.Parameter(torch.randn(1, n, d_model) * 0.02)
+
+    def forward(self, img: Tensor) -> Tensor:  # [B, 3, H, W] -> [B, N, d]
+        x = self.net((img - 0.5) / 0.25)
+        return x.flatten(2).transpose(1, 2) + self.pos
+
+
+class HFVisionEncoder(nn.Module):
+    """A pretrained transformers vision model from a local folder (``vision="hf:<folder>"``)."""
+
+    def __init__(self, path: str, d_model: int) -> None:
+        super().__init__()
+        from transformers import AutoModel
+
+        self.backbone = AutoModel.from_pretrained(path, local_files_only=True)
+        cfg = self.backbone.config
+        hidden = getattr(cfg, "hidden_size", None) or cfg.vision_config.hidden_size
+        self.size = getattr(cfg, "image_size", None) or cfg.vision_config.image_size
+        self.proj = nn.Linear(hidden, d_model)
+
+    def forward(self, img: Tensor) -> Tensor:  # [B, 3, H, W] -> [B, N, d]
+        x = nn.functional.interpolate(img, size=(self.size, self.size), mode="bilinear", align_corners=False)
+        out = self.backbone(pixel_values=(x - 0.5) / 0.5)
+        return self.proj(out.last_hidden_state)
+
+
+def make_vision_encoder(spec: str, channels: list[int], d_model: int, image_size: list[int]) -> nn.Module:
+    if spec == "cnn":
+        return CNNEncoder(channels, d_model, image_size)
+    return HFVisionEncoder(spec.removeprefix("hf:"), d_model)
+
+
+def sinusoidal(t: Tensor, dim: int, max_period: float = 100.0) -> Tensor:
+    """Sinusoidal embedding of flow time in [0, 1]: [B] -> [B, dim]."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device, dtype=t.dtype) / half)
+    args = t[:, None] * freqs[None] * 2 * math.pi
+    return torch.cat([args.sin(), args.cos()], dim=-1)

@@ -1,0 +1,88 @@
+"""What every gradient-based post-training algorithm shares: AdamW, warmup + cosine schedule, clipping."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from vla.batch import Batch
+from vla.registry import Registry
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 3e-4
+    weight_decay: float = 1e-4
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
+    warmup_steps: int = 200
+    schedule: str = "cosine"  # or "constant"
+    min_lr_ratio: float = 0.1
+    grad_clip: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.schedule not in ("cosine", "constant"):
+            raise ValueError(f"optim.schedule={self.schedule!r}: use 'cosine' or 'constant'")
+        if self.lr <= 0:
+            raise ValueError(f"optim.lr={self.lr} must be > 0")
+
+
+def lr_factor(step: int, cfg: OptimConfig, total: int) -> float:
+    """Linear warmup, then cosine decay to ``min_lr_ratio`` (or constant)."""
+    if step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "constant":
+        return 1.0
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps))
+    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+class GradientAlgorithm:
+    """Owns the optimiser of ``policy``; subclasses implement ``update(batch)`` from the paper's equation."""
+
+    def __init__(self, policy: nn.Module, optim: OptimConfig, total_steps: int, seed: int = 0) -> None:
+        self.policy = policy
+        self.optim = optim
+        decay = [p for n, p in policy.named_parameters() if p.requires_grad and p.ndim >= 2]
+        no_decay = [p for n, p in policy.named_parameters() if p.requires_grad and p.ndim < 2]
+        self.optimizer = torch.optim.AdamW(
+            [
+                {"params": decay, "weight_decay": optim.weight_decay},
+                {"params": no_decay, "weight_decay": 0.0},
+            ],
+            lr=optim.lr,
+            betas=tuple(optim.betas),
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: lr_factor(s, optim, total_steps)
+        )
+        self.generator = torch.Generator().manual_seed(seed)  # noise / flow time / indicator dropout
+
+    def step(self, loss: Tensor) -> dict[str, float]:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.optim.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        return {"loss": float(loss.detach()), "grad_norm": float(norm), "lr": self.scheduler.get_last_lr()[0]}
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.generator.set_state(state["generator"])
+
+
+ALGORITHMS: Registry[type[GradientAlgorithm]] = Registry("algorithm")

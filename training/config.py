@@ -1,0 +1,58 @@
+"""Typed configuration of ``vla-train`` (one dataclass per Hydra group, registered in the ConfigStore)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from training.algorithms.base import OptimConfig
+from training.data import DataConfig
+
+
+@dataclass
+class EvalDuringTraining:
+    """Periodic evaluation through a ``vla.evaluation`` runner (``runner=null`` switches it off)."""
+
+    runner: str | None = None  # "sim": MuJoCo episodes through the shared runtime
+    module: str = "sim.runner"  # imported to register the runner (training never imports sim directly)
+    task: str = "pick_place"
+    episodes: int = 10
+    every: int = 0  # steps between evaluations; 0 = only at the end
+    workers: int = 2
+    horizon: int | None = None  # executed actions per chunk; None = the runner's default
+    seed: int = 1000  # evaluation seeds differ from the (0-based) collection seeds
+
+
+@dataclass
+class EMAConfig:
+    enabled: bool = True
+    decay: float = 0.999  # with warm-up: min(decay, (1 + step) / (10 + step))
+
+
+@dataclass
+class TrainConfig:
+    policy: Any = field(default_factory=lambda: {"type": "flow_matching"})  # fields of the policy's config
+    algo: Any = field(default_factory=lambda: {"name": "sft"})  # name + algorithm-specific fields
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    env: EvalDuringTraining = field(default_factory=EvalDuringTraining)
+    ema: EMAConfig = field(default_factory=EMAConfig)
+    out: str = "outputs/train"
+    steps: int = 1000
+    stop_after: int | None = None  # stop early at this step (the schedule still spans ``steps``)
+    batch_size: int = 32
+    seed: int = 0
+    threads: int = 2  # torch CPU threads (2 cores here; more threads than cores is much slower)
+    device: str = "cpu"
+    log_every: int = 10
+    save_every: int = 500
+    resume: bool = True  # continue from <out>/checkpoints/last when it exists
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.batch_size < 1:
+            raise ValueError(f"steps={self.steps} and batch_size={self.batch_size} must be >= 1")
+        if "type" not in self.policy:
+            raise ValueError("policy.type is missing (e.g. policy=flow_matching)")
+        if "name" not in self.algo:
+            raise ValueError("algo.name is missing (e.g. algo=sft)")

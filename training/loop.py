@@ -1,0 +1,181 @@
+"""The one training loop: data -> ``algorithm.update(batch)`` -> EMA -> logs, checkpoints, evaluation.
+
+Every algorithm (SFT now; RECAP, ALOE, HABC, ... later) runs through :func:`train`. Resume is exact: the
+checkpoint's ``train_state`` holds the raw weights, optimiser, schedule, EMA, step and every RNG state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+import policies  # noqa: F401  (registers the policies)
+from training.algorithms import ALGORITHMS
+from training.config import TrainConfig
+from training.data import ChunkDataset
+from training.ema import EMA
+from vla.batch import to_device
+from vla.checkpoint import STATS_FILE, load_stats, load_train_state, publish, save_train_state, staging_dir
+from vla.evaluation import EnvRunner, make_runner
+from vla.policy import POLICIES
+
+log = logging.getLogger(__name__)
+
+
+def build_policy(spec: dict[str, Any], stats: dict | None) -> torch.nn.Module:
+    """Instantiate a registered policy from its config fields (``type`` picks the class)."""
+    spec = dict(spec)
+    cls = POLICIES.get(spec.pop("type"))
+    names = {f.name for f in dataclasses.fields(cls.config_class)}
+    unknown = sorted(set(spec) - names)
+    if unknown:
+        raise KeyError(f"policy: unknown field(s) {unknown} for {cls.__name__}; known: {sorted(names)}")
+    return cls(cls.config_class(**spec), stats)
+
+
+def _rng_state() -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state()[1], "python": random.getstate()[1]}
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(("MT19937", np.asarray(state["numpy"], dtype=np.uint32), 624, 0, 0.0))
+    random.setstate((3, tuple(int(x) for x in state["python"]), None))
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg = cfg
+        torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        random.seed(cfg.seed)
+        self.out = Path(cfg.out)
+        self.last = self.out / "checkpoints" / "last"
+        state = load_train_state(self.last) if cfg.resume and self.last.exists() else None
+        if cfg.resume and self.last.exists() and state is None:
+            raise FileNotFoundError(
+                f"{self.last} has no train_state/: cannot resume (resume=false to restart)"
+            )
+        policy_cameras = cfg.policy.get("cameras", ["agentview", "wrist"])
+        chunk = cfg.policy.get("chunk_size", 50)
+        self.data = ChunkDataset(cfg.data, policy_cameras, chunk, progress=cfg.progress)
+        stats = load_stats(self.last / STATS_FILE) if state else self.data.stats()
+        self.policy = build_policy(cfg.policy, stats).to(cfg.device)
+        algo_cls = ALGORITHMS.get(cfg.algo["name"])
+        self.algo = algo_cls(self.policy, cfg.optim, cfg.steps, seed=cfg.seed)
+        self.ema = EMA(self.policy, cfg.ema.decay) if cfg.ema.enabled else None
+        self.data_gen = torch.Generator().manual_seed(cfg.seed)
+        self.step = 0
+        if state is not None:
+            self.policy.load_state_dict(state["policy"])
+            self.algo.load_state_dict(state["algo"])
+            if self.ema is not None:
+                self.ema.load_state_dict(state["ema"])
+            self.data_gen.set_state(state["data_generator"])
+            _set_rng_state(state["rng"])
+            self.step = int(state["step"])
+            print(f"resuming {self.last} at step {self.step}")
+        self.runner: EnvRunner | None = None
+        if cfg.env.runner:
+            e = cfg.env
+            self.runner = make_runner(
+                e.runner,
+                e.module,
+                task=e.task,
+                episodes=e.episodes,
+                workers=e.workers,
+                horizon=e.horizon,
+                seed=e.seed,
+                out=str(self.out / "eval"),
+            )
+
+    def save(self) -> Path:
+        """Write ``checkpoints/last``: EMA weights as the model, raw weights + everything else in train_state."""
+        tmp = staging_dir(self.last)
+        raw = self.ema.swap(self.policy) if self.ema is not None else None
+        try:
+            self.policy.save(tmp)
+        finally:
+            if raw is not None:
+                self.policy.load_state_dict(raw)
+        state = {
+            "step": self.step,
+            "policy": self.policy.state_dict(),
+            "algo": self.algo.state_dict(),
+            "ema": self.ema.state_dict() if self.ema is not None else None,
+            "data_generator": self.data_gen.get_state(),
+            "rng": _rng_state(),
+            "config": dataclasses.asdict(self.cfg) if dataclasses.is_dataclass(self.cfg) else {},
+        }
+        save_train_state(tmp, state)
+        return publish(tmp, self.last)
+
+    def evaluate(self, writer) -> dict[str, float]:
+        assert self.runner is not None
+        ckpt = self.save()
+        t0 = time.perf_counter()
+        metrics = self.runner.run(ckpt, self.step)
+        for k, v in metrics.items():
+            writer.add_scalar(f"eval/{k}", v, self.step)
+        tqdm.write(
+            f"[step {self.step}] eval: "
+            + ", ".join(f"{k}={v:.3g}" for k, v in metrics.items())
+            + f" ({time.perf_counter() - t0:.0f} s)"
+        )
+        return metrics
+
+    def run(self) -> Path:
+        from torch.utils.tensorboard import SummaryWriter
+
+        cfg = self.cfg
+        writer = SummaryWriter(str(self.out / "tb"), purge_step=self.step)
+        stop = min(cfg.steps, cfg.stop_after or cfg.steps)
+        bar = tqdm(
+            total=cfg.steps,
+            initial=self.step,
+            desc=f"train {cfg.algo['name']}",
+            disable=not cfg.progress,
+            unit="step",
+            dynamic_ncols=True,
+        )
+        smooth = None
+        self.last_metrics: dict[str, float] = {}
+        while self.step < stop:
+            self.policy.train()
+            batch = to_device(self.data.sample(cfg.batch_size, self.data_gen), cfg.device)
+            metrics = self.algo.update(batch)
+            if self.ema is not None:
+                self.ema.update(self.policy)
+            self.step += 1
+            smooth = metrics["loss"] if smooth is None else 0.95 * smooth + 0.05 * metrics["loss"]
+            bar.update(1)
+            bar.set_postfix(loss=f"{smooth:.4f}", lr=f"{metrics['lr']:.2e}")
+            if self.step % cfg.log_every == 0:
+                for k, v in metrics.items():
+                    writer.add_scalar(f"train/{k}", v, self.step)
+            evaluate_now = self.runner is not None and (
+                (cfg.env.every and self.step % cfg.env.every == 0) or self.step == cfg.steps
+            )
+            if evaluate_now:
+                self.last_metrics = self.evaluate(writer)
+            elif self.step % cfg.save_every == 0 or self.step == stop:
+                self.save()
+        bar.close()
+        writer.close()
+        if not self.last.exists():
+            self.save()
+        return self.last
+
+
+def train(cfg: TrainConfig) -> Path:
+    """Train (or resume) and return the final checkpoint folder."""
+    return Trainer(cfg).run()

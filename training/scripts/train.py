@@ -1,0 +1,26 @@
+"""``vla-train``: train a policy with an algorithm on LeRobotDataset folders (Hydra)."""
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from training.config import TrainConfig
+from training.loop import train
+from vla.hydra_utils import CONFIG_DIR
+
+ConfigStore.instance().store(name="train_schema", node=TrainConfig)
+
+
+@hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="train")
+def _run(cfg: DictConfig) -> None:
+    c: TrainConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    last = train(c)
+    print(f"checkpoint: {last}")
+
+
+def main() -> None:
+    _run()
+
+
+if __name__ == "__main__":
+    main()

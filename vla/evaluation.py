@@ -1,0 +1,25 @@
+"""The evaluation seam: the training loop asks an ``EnvRunner`` to score a checkpoint, without importing
+the simulator (``training`` and ``sim`` are independent layers; the runner's module is named in config)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any, Protocol
+
+from vla.registry import Registry
+
+
+class EnvRunner(Protocol):
+    def run(self, checkpoint: Path, step: int) -> dict[str, float]:
+        """Evaluate the policy saved at ``checkpoint``; return scalar metrics (e.g. ``success_rate``)."""
+        ...
+
+
+RUNNERS: Registry = Registry("env runner")
+
+
+def make_runner(name: str, module: str, **kwargs: Any) -> EnvRunner:
+    """Import ``module`` (which registers runners) and build the runner ``name``."""
+    importlib.import_module(module)
+    return RUNNERS.get(name)(**kwargs)

@@ -1,0 +1,89 @@
+"""``PolicyRunner``: a :class:`~vla.policy.Policy` as a :data:`~vla.runtime.executor.SampleFn`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from vla.batch import observation_from_env
+from vla.policy import Policy
+
+
+class PolicyRunner:
+    """Env observation -> chunk ``[H, A]`` (numpy, raw units), sampled without gradients.
+
+    Noise comes from the runner's own seeded ``torch.Generator``, so a rollout is reproducible:
+    :meth:`reseed` at each episode start. It is a CPU generator on every device: policies draw their
+    noise on the CPU and move it (``torch.randn(shape, generator=g).to(device)``), so a seed gives the
+    same noise on a CPU and a GPU.
+
+    Args:
+        policy: Any registered policy (``load_policy``); put in eval mode if it is an ``nn.Module``.
+        cameras: Camera names the policy reads, in the env observation (``obs[cam]`` uint8 [H, W, 3]).
+        device: Where the policy lives.
+        cond: Advantage indicator for conditioned policies (0 or 1; None = unconditioned).
+        guidance: Classifier-free guidance scale (None = no CFG).
+        num_steps: Integration steps of the sampler (None = the policy's default).
+        seed: Seed of the noise generator (None = nondeterministic).
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        cameras: Sequence[str],
+        device: str | torch.device = "cpu",
+        cond: int | None = None,
+        guidance: float | None = None,
+        num_steps: int | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if cond not in (None, 0, 1):
+            raise ValueError(f"cond={cond} must be 0, 1 or None")
+        self.policy = policy
+        self.cameras = list(cameras)
+        self.device = torch.device(device)
+        self.cond = None if cond is None else torch.full((1,), cond, dtype=torch.long, device=self.device)
+        self.guidance = guidance
+        self.num_steps = num_steps
+        self.generator = torch.Generator()  # CPU, see above
+        self.reseed(seed)
+        if isinstance(policy, torch.nn.Module):
+            policy.eval()
+
+    @property
+    def chunk_size(self) -> int:
+        return int(self.policy.chunk_size)
+
+    @property
+    def action_dim(self) -> int:
+        return int(self.policy.action_dim)
+
+    def reseed(self, seed: int | None) -> None:
+        """Restart the noise stream (None: a nondeterministic seed)."""
+        if seed is None:
+            self.generator.seed()
+        else:
+            self.generator.manual_seed(seed)
+
+    def __call__(self, obs: Mapping[str, Any]) -> np.ndarray:  # [H, A]
+        missing = [c for c in self.cameras if c not in obs]
+        if missing:
+            raise KeyError(f"observation has no camera {missing}; it has {sorted(obs)}")
+        batch = observation_from_env(dict(obs), self.cameras, self.device)
+        with torch.inference_mode():
+            chunk = self.policy.sample_chunk(
+                batch,
+                cond=self.cond,
+                num_steps=self.num_steps,
+                guidance=self.guidance,
+                generator=self.generator,
+            )  # [1, H, A]
+        if chunk.ndim != 3 or chunk.shape[0] != 1:
+            raise ValueError(
+                f"{type(self.policy).__name__}.sample_chunk returned {tuple(chunk.shape)}, not [1, H, A]"
+            )
+        return chunk[0].float().cpu().numpy()
