@@ -99,7 +99,7 @@ class Trainer:
             )
 
     def save(self) -> Path:
-        """Write ``checkpoints/last``: EMA weights as the model, raw weights + everything else in train_state."""
+        """Write ``checkpoints/last``: EMA weights as the model; raw weights and the rest in train_state."""
         tmp = staging_dir(self.last)
         raw = self.ema.swap(self.policy) if self.ema is not None else None
         try:

@@ -75,7 +75,7 @@ def read_config(directory: str | Path) -> dict[str, Any]:
 
 
 def publish(tmp: Path, final: Path) -> Path:
-    """Move a fully written folder ``tmp`` to ``final``, replacing an older one (rename, never half-written)."""
+    """Move a fully written folder ``tmp`` to ``final``, replacing an older one (by rename: never torn)."""
     old = final.with_name(final.name + ".old")
     if final.exists():
         shutil.rmtree(old, ignore_errors=True)

@@ -105,7 +105,11 @@ class FlowMatchingModel(nn.Module):
     def encode_prefix(
         self, images: list[Tensor], text: Tensor, text_mask: Tensor, state: Tensor
     ) -> tuple[Tensor, Tensor]:
-        """images: per camera [B, 3, H, W]; text [B, L]; state [B, S] (normalised) -> ([B, T, d], valid [B, T])."""
+        """images: per camera [B, 3, H, W]; text [B, L]; state [B, S] (normalised).
+
+        Returns:
+            prefix features [B, T, d] and the valid-token mask [B, T].
+        """
         toks = [
             enc(img) + self.camera_emb[i]
             for i, (enc, img) in enumerate(zip(self.vision.values(), images, strict=True))

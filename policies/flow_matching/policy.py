@@ -32,7 +32,8 @@ class FlowMatchingPolicy(nn.Module):
     """Images + proprio + instruction -> action chunk [B, H, A] by flow matching (pi0-style).
 
     Training (per sample, reduced by the algorithm):
-        x_tau = tau * A + (1 - tau) * eps,  u = A - eps,  L_FM = mean_{h, a} || v_theta(x_tau, tau, o) - u ||^2
+        x_tau = tau * A + (1 - tau) * eps,   u = A - eps
+        L_FM = mean_{h, a} || v_theta(x_tau, tau, o) - u ||^2
     with tau = 1 - (eps_t + (1 - eps_t) s), s ~ Beta(1.5, 1) (pi0's schedule, tau = 1 is data).
     Sampling: K Euler steps x <- x + v / K from x_0 ~ N(0, I), the prefix encoded once (KV cache).
     Advantage conditioning (RECAP, pi*0.6): a zero-initialised ``nn.Embedding(2, d_expert)`` added to the

@@ -86,5 +86,5 @@ def test_config_errors_name_the_field():
         build_policy({"type": "flow_matching", "d_modle": 3}, None)
     with pytest.raises(KeyError, match="unknown policy 'nope'"):
         build_policy({"type": "nope"}, None)
-    with pytest.raises(ValueError, match="data.roots is empty"):
+    with pytest.raises(ValueError, match=r"data\.roots is empty"):
         ChunkDataset(DataConfig(roots=[]), ["agentview"], 8)
