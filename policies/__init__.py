@@ -1,4 +1,7 @@
 """Policy models; importing this registers every policy in ``vla.policy.POLICIES``."""
 
-import policies.smolvla  # noqa: F401  (registration; imports lerobot's SmolVLA)
 from policies import flow_matching  # noqa: F401  (registration)
+from vla.policy import POLICIES
+
+# LeRobot adapters pull in transformers and lerobot's policy code (seconds to import): loaded on first use.
+POLICIES.register_lazy("smolvla", "policies.smolvla.policy:SmolVLAAdapter")

@@ -40,6 +40,7 @@ class TrainConfig:
     out: str = "outputs/train"
     steps: int = 1000
     stop_after: int | None = None  # stop early at this step (the schedule still spans ``steps``)
+    max_minutes: float | None = None  # wall-clock budget of this run's optimisation; stops (and saves) there
     batch_size: int = 32
     seed: int = 0
     threads: int = 2  # torch CPU threads (2 cores here; more threads than cores is much slower)

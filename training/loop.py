@@ -149,7 +149,13 @@ class Trainer:
         )
         smooth = None
         self.last_metrics: dict[str, float] = {}
+        deadline = time.perf_counter() + 60 * cfg.max_minutes if cfg.max_minutes else float("inf")
+        out_of_time = False
         while self.step < stop:
+            if time.perf_counter() > deadline:
+                tqdm.write(f"time budget of {cfg.max_minutes} min reached at step {self.step}")
+                out_of_time = True
+                break
             self.policy.train()
             batch = to_device(self.data.sample(cfg.batch_size, self.data_gen), cfg.device)
             metrics = self.algo.update(batch)
@@ -170,9 +176,11 @@ class Trainer:
             elif self.step % cfg.save_every == 0 or self.step == stop:
                 self.save()
         bar.close()
-        writer.close()
-        if not self.last.exists():
+        if out_of_time and self.runner is not None:  # stopped by the budget: still evaluate what we have
+            self.last_metrics = self.evaluate(writer)
+        else:
             self.save()
+        writer.close()
         return self.last
 
 

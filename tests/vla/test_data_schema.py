@@ -99,3 +99,11 @@ def test_resume_appends(tmp_path: Path) -> None:
     write_episodes(root, 1, start=2, resume=True)
     assert [i.episode_index for i in read_episode_info(root)] == [0, 1, 2]
     assert LeRobotDataset("local/ds", root=root).num_episodes == 3
+
+
+def test_layout_constant_matches_lerobot():
+    from lerobot.datasets.utils import EPISODES_DIR
+
+    from vla.data import layout
+
+    assert layout.EPISODES_DIR == EPISODES_DIR  # copied to keep `import vla.checkpoint` free of lerobot

@@ -8,7 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from lerobot.datasets.utils import EPISODES_DIR
+
+EPISODES_DIR = "meta/episodes"  # lerobot.datasets.utils.EPISODES_DIR (importing lerobot costs ~3 s)
 
 _CHUNK_FILE = re.compile(r"chunk-(\d+)/file-(\d+)\.\w+$")
 

@@ -1,0 +1,83 @@
+"""SFT from scratch on expert demos: collect -> train (CPU budget) -> evaluate; the numbers in docs/results.md.
+
+    python benchmarks/sft.py --task pick_place     # or --task reach
+    python benchmarks/sft.py --task reach --minutes 10 --eval-episodes 20   # a quicker look
+
+Training uses the Hydra preset ``experiment=sft_<task>`` (so ``vla-train experiment=sft_<task>`` is the
+same run). Prints ``success: k/n`` as its last line and writes benchmarks/results/sft_<task>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+import sim  # noqa: F401  (GL backend before mujoco)
+from sim.collect import CollectConfig, collect
+from sim.env import EnvConfig
+from sim.evaluation import EvalConfig, evaluate
+from training.config import TrainConfig
+from training.loop import train
+from training.scripts.train import ConfigStore  # noqa: F401  (registers the train schema)
+from vla.data.reader import read_episode_info
+from vla.hydra_utils import CONFIG_DIR
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def ensure_demos(task: str, episodes: int, root: Path) -> None:
+    have = len(read_episode_info(root)) if (root / "meta" / "vla_episodes.jsonl").exists() else 0
+    if have >= episodes:
+        print(f"demos: {root} has {have} episodes")
+        return
+    k, n, _ = collect(CollectConfig(task=task, episodes=episodes, out=str(root), seed=0, env=EnvConfig(task=task)))
+    print(f"demos: expert success {k}/{n} -> {root}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", default="pick_place")
+    p.add_argument("--episodes", type=int, default=200, help="expert demos")
+    p.add_argument("--minutes", type=float, default=45.0, help="CPU training budget")
+    p.add_argument("--eval-episodes", type=int, default=50)
+    p.add_argument("--out", default=None)
+    p.add_argument("overrides", nargs="*", help="extra vla-train overrides, e.g. steps=3000")
+    args = p.parse_args()
+    out = Path(args.out or f"outputs/sft/{args.task}")
+    data = out / "demos"
+    ensure_demos(args.task, args.episodes, data)
+
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        cfg = compose("train", overrides=[f"experiment=sft_{args.task}", f"data.roots=[{data}]",
+                                          f"out={out / 'train'}", f"max_minutes={args.minutes}",
+                                          f"data.max_episodes={args.episodes}", *args.overrides])
+    tcfg: TrainConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    t0 = time.perf_counter()
+    ckpt = train(tcfg)
+    train_min = (time.perf_counter() - t0) / 60
+
+    ecfg = EvalConfig(checkpoint=str(ckpt), task=args.task, episodes=args.eval_episodes, workers=2, seed=10_000,
+                      horizon=tcfg.env.horizon, out=str(out / "eval"), videos=3,
+                      env=EnvConfig(task=args.task, image_size=tuple(tcfg.policy["image_size"])))
+    result = evaluate(ecfg)
+    print(result.table())
+    lo, hi = result.ci95
+    record = {"task": args.task, "demos": args.episodes, "train_minutes": round(train_min, 1),
+              "budget_minutes": args.minutes, "steps": tcfg.steps, "success": result.successes,
+              "episodes": result.n, "success_rate": result.success_rate, "ci95": [lo, hi],
+              "mean_length": result.mean_length, "calls_per_episode": result.calls_per_episode,
+              "policy": tcfg.policy, "checkpoint": str(ckpt), "machine": platform.machine(),
+              "date": time.strftime("%Y-%m-%d %H:%M")}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"sft_{args.task}.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(f"success: {result.successes}/{result.n}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,394 @@
+"""Closed-loop evaluation of a policy checkpoint on a MuJoCo task: parallel episodes -> success rate with a
+Wilson interval, a JSON report and a few videos.
+
+Episode i resets the env with seed ``seed + i`` and reseeds the policy's noise from it, in whichever
+worker picks it up, so results do not depend on ``workers``. Workers are spawned, not forked (GL contexts
+and torch thread pools do not survive fork); they inherit the ``MUJOCO_GL`` that ``import sim`` chose
+through the environment. The policy runs through ``vla.runtime`` -- the code that runs on hardware.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from omegaconf import MISSING
+from tqdm import tqdm
+
+from sim.env import EnvConfig, TabletopEnv
+from sim.replay import write_video
+from vla.checkpoint import MODEL_FILE, read_config
+from vla.policy import POLICIES, load_policy
+from vla.runtime import ChunkExecutor, PolicyRunner
+
+REPORT_FILE = "eval.json"
+VIDEO_DIR = "videos"
+
+
+@dataclass
+class EvalConfig:
+    """``vla-eval`` options."""
+
+    checkpoint: str = MISSING  # a checkpoint folder (config.yaml naming the policy type, model.safetensors)
+    task: str = "reach"
+    episodes: int = 10
+    workers: int = 2  # worker processes; 0 runs the episodes in this process (debugging)
+    seed: int = 0  # episode i uses seed + i
+    # h, actions executed per chunk; None: the whole chunk (1 with temporal_ensemble)
+    horizon: int | None = None
+    temporal_ensemble: float | None = None  # ACT weight m: sample every step, average overlapping chunks
+    guidance: float | None = None  # classifier-free guidance scale (None = none)
+    num_steps: int | None = None  # sampler integration steps (None = the policy's default)
+    cond: int | None = None  # advantage indicator 0/1 for conditioned policies (None = unconditioned)
+    out: str | None = None  # output folder; default outputs/eval/<task>
+    videos: int = 3  # the first this many episodes are written as mp4 (cameras side by side)
+    device: str = "cpu"
+    cameras: list[str] | None = None  # the policy's; default: policy.config.cameras, else the env's
+    imports: list[str] = field(default_factory=lambda: ["policies"])  # modules that register policies
+    env: EnvConfig = field(default_factory=EnvConfig)
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.checkpoint or self.checkpoint == MISSING:
+            raise ValueError("checkpoint=<folder> is required")
+        if self.episodes < 1:
+            raise ValueError(f"episodes={self.episodes} must be >= 1")
+        if self.workers < 0:
+            raise ValueError(f"workers={self.workers} must be >= 0 (0: run in this process)")
+        if self.videos < 0:
+            raise ValueError(f"videos={self.videos} must be >= 0")
+        if self.horizon is not None and self.horizon < 1:
+            raise ValueError(f"horizon={self.horizon} must be >= 1")
+        if self.temporal_ensemble is not None and self.horizon not in (None, 1):
+            raise ValueError(
+                f"temporal_ensemble samples a chunk every step: horizon={self.horizon} must be 1"
+            )
+        if self.cond not in (None, 0, 1):
+            raise ValueError(f"cond={self.cond} must be 0, 1 or null")
+        self.env = EnvConfig(**{**vars(self.env), "task": self.task})  # validates the task name
+        if self.videos and not self.env.render:
+            raise ValueError("videos need rendered observations: set env.render=true or videos=0")
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.out or f"outputs/eval/{self.task}")
+
+
+@dataclass
+class EpisodeRecord:
+    index: int
+    seed: int
+    success: bool
+    length: int  # control steps executed
+    policy_calls: int
+    instruction: str
+    wall_s: float
+    video: str | None = None
+    horizon: int = 0
+    chunk_size: int = 0
+    pid: int = 0
+    mujoco_gl: str | None = None  # the backend the worker rendered with (inherited from the parent)
+
+
+def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion (z = 1.96: 95 %).
+
+    With p = k / n::
+
+        center = (p + z² / 2n) / (1 + z² / n)
+        half   = z / (1 + z² / n) * sqrt(p (1 - p) / n + z² / 4n²)
+        (lo, hi) = (center - half, center + half)
+
+    Unlike the normal approximation it stays inside [0, 1] and is not degenerate at k = 0 or k = n
+    (e.g. 0/4 -> (0, 0.49), 8/10 -> (0.49, 0.94)).
+    """
+    if n < 1:
+        raise ValueError(f"n={n} must be >= 1")
+    if not 0 <= k <= n:
+        raise ValueError(f"k={k} must be in [0, n={n}]")
+    p, z2 = k / n, z * z
+    denom = 1 + z2 / n
+    center = (p + z2 / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    lo = 0.0 if k == 0 else max(0.0, center - half)
+    hi = 1.0 if k == n else min(1.0, center + half)
+    return lo, hi
+
+
+@dataclass
+class EvalResult:
+    config: EvalConfig
+    episodes: list[EpisodeRecord]  # sorted by index
+    wall_s: float
+    policy_type: str
+    workers: int  # processes used (0: in-process)
+
+    @property
+    def successes(self) -> int:
+        return sum(e.success for e in self.episodes)
+
+    @property
+    def n(self) -> int:
+        return len(self.episodes)
+
+    @property
+    def success_rate(self) -> float:
+        return self.successes / self.n
+
+    @property
+    def ci95(self) -> tuple[float, float]:
+        return wilson_interval(self.successes, self.n)
+
+    @property
+    def mean_length(self) -> float:
+        return float(np.mean([e.length for e in self.episodes]))
+
+    @property
+    def calls_per_episode(self) -> float:
+        return float(np.mean([e.policy_calls for e in self.episodes]))
+
+    @property
+    def json_path(self) -> Path:
+        return self.config.out_dir / REPORT_FILE
+
+    @property
+    def videos(self) -> list[Path]:
+        return [Path(e.video) for e in self.episodes if e.video]
+
+    def summary(self) -> dict[str, Any]:
+        first = self.episodes[0]
+        return {
+            "task": self.config.task,
+            "checkpoint": str(self.config.checkpoint),
+            "policy_type": self.policy_type,
+            "episodes": self.n,
+            "successes": self.successes,
+            "success_rate": self.success_rate,
+            "ci95": list(self.ci95),
+            "mean_length": self.mean_length,
+            "policy_calls_per_episode": self.calls_per_episode,
+            "horizon": first.horizon,
+            "chunk_size": first.chunk_size,
+            "workers": self.workers,
+            "wall_s": round(self.wall_s, 3),
+            "steps_per_s": round(sum(e.length for e in self.episodes) / self.wall_s, 2),
+            "mujoco_gl": first.mujoco_gl,
+            "videos": [str(v) for v in self.videos],
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "config": asdict(self.config),
+            "summary": self.summary(),
+            "episodes": [asdict(e) for e in self.episodes],
+        }
+
+    def table(self) -> str:
+        lo, hi = self.ci95
+        first = self.episodes[0]
+        return "\n".join(
+            [
+                "| task | policy | episodes | success | 95% CI (Wilson) | mean length | calls/episode "
+                "| h / H | wall (s) |",
+                "|---|---|---|---|---|---|---|---|---|",
+                f"| {self.config.task} | {self.policy_type} | {self.n} | {self.successes}/{self.n} "
+                f"({100 * self.success_rate:.1f}%) | [{lo:.3f}, {hi:.3f}] | {self.mean_length:.1f} "
+                f"| {self.calls_per_episode:.1f} | {first.horizon} / {first.chunk_size} "
+                f"| {self.wall_s:.1f} |",
+            ]
+        )
+
+
+# ---- checks in the parent, before any worker starts ---------------------------------------------------
+def import_modules(names: list[str]) -> None:
+    """Import the modules that register policies (``policies``, or a test's own module)."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ImportError(f"imports: cannot import {name!r} ({exc})") from exc
+
+
+def check_checkpoint(cfg: EvalConfig) -> str:
+    """Fail early with a clear message on a bad checkpoint folder; returns the policy type."""
+    path = Path(cfg.checkpoint)
+    if not path.is_dir():
+        raise FileNotFoundError(f"checkpoint folder {path} does not exist")
+    try:
+        meta = read_config(path)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: config.yaml is not valid YAML ({exc})") from exc
+    if not isinstance(meta, dict) or "type" not in meta:
+        raise ValueError(f"{path}/config.yaml: no 'type' field naming the policy: not a policy checkpoint")
+    if not (path / MODEL_FILE).is_file():
+        raise FileNotFoundError(f"{path / MODEL_FILE} not found: incomplete checkpoint folder")
+    import_modules(cfg.imports)
+    POLICIES.get(meta["type"])  # raises and lists the registered policies
+    return str(meta["type"])
+
+
+# ---- one worker: env + policy + executor, reused across its episodes -------------------------------------
+class EpisodeRunner:
+    """What one worker holds: the env, the policy behind a ``PolicyRunner``, a ``ChunkExecutor``."""
+
+    def __init__(self, cfg: EvalConfig) -> None:
+        import_modules(cfg.imports)
+        self.cfg = cfg
+        self.policy = load_policy(cfg.checkpoint, cfg.device)
+        self.env = TabletopEnv(cfg.env)
+        env_dim = self.env.action_space.shape[0]
+        if self.policy.action_dim != env_dim:
+            raise ValueError(
+                f"{cfg.checkpoint}: the policy outputs {self.policy.action_dim}-d actions; "
+                f"task {cfg.task!r} takes {env_dim}-d actions"
+            )
+        # the policy's cameras: explicit, else its config's (if it says), else every env camera
+        cameras = list(cfg.cameras or getattr(getattr(self.policy, "config", None), "cameras", None) or [])
+        cameras = cameras or list(cfg.env.cameras)
+        if not set(cameras) <= set(cfg.env.cameras):
+            raise ValueError(f"the policy reads cameras {cameras}; the env renders {list(cfg.env.cameras)}")
+        self.runner = PolicyRunner(
+            self.policy,
+            cameras=cameras,
+            device=cfg.device,
+            cond=cfg.cond,
+            guidance=cfg.guidance,
+            num_steps=cfg.num_steps,
+        )
+        h = cfg.horizon or (1 if cfg.temporal_ensemble is not None else self.runner.chunk_size)
+        self.executor = ChunkExecutor(
+            self.runner, horizon=h, chunk_size=self.runner.chunk_size, temporal_ensemble=cfg.temporal_ensemble
+        )
+
+    def run(self, index: int) -> EpisodeRecord:
+        """Episode ``index``: env seed ``seed + index``; written as a video if ``index < videos``."""
+        seed = self.cfg.seed + index
+        t0 = time.perf_counter()
+        obs, _ = self.env.reset(seed=seed)
+        self.executor.reset()
+        self.runner.reseed(int(np.random.SeedSequence([seed, 1]).generate_state(1)[0]))  # its own stream
+        cams = list(self.cfg.env.cameras) if index < self.cfg.videos else []
+        frames: dict[str, list[np.ndarray]] = {c: [obs[c]] for c in cams}
+        success = False
+        while True:
+            obs, _, terminated, truncated, info = self.env.step(self.executor.act(obs))
+            success = success or bool(info["success"])
+            for c in cams:
+                frames[c].append(obs[c])
+            if terminated or truncated:
+                break
+        video = None
+        if cams:
+            path = self.cfg.out_dir / VIDEO_DIR / f"episode_{index:03d}.mp4"
+            write_video(path, {c: np.stack(f) for c, f in frames.items()}, round(self.cfg.env.control_hz))
+            video = str(path)
+        return EpisodeRecord(
+            index=index,
+            seed=seed,
+            success=success,
+            length=self.executor.steps,
+            policy_calls=self.executor.policy_calls,
+            instruction=self.env.instruction,
+            wall_s=round(time.perf_counter() - t0, 3),
+            video=video,
+            horizon=self.executor.horizon,
+            chunk_size=self.executor.chunk_size,
+            pid=os.getpid(),
+            mujoco_gl=os.environ.get("MUJOCO_GL"),
+        )
+
+    def close(self) -> None:
+        self.env.close()
+
+
+_WORKER_CFG: EvalConfig | None = None
+_PARENT_GL: str | None = None
+_WORKER: EpisodeRunner | None = None
+
+
+def _init_worker(cfg: EvalConfig, mujoco_gl: str | None) -> None:
+    """Pool initializer: cheap and cannot fail (heavy set-up errors surface from the first episode)."""
+    global _WORKER_CFG, _PARENT_GL
+    import torch
+
+    torch.set_num_threads(1)
+    _WORKER_CFG, _PARENT_GL = cfg, mujoco_gl
+
+
+def _worker_episode(index: int) -> EpisodeRecord:
+    global _WORKER
+    if _WORKER is None:
+        assert _WORKER_CFG is not None
+        if os.environ.get("MUJOCO_GL") != _PARENT_GL:  # sim's probe result reaches workers via the env
+            raise RuntimeError(
+                f"worker has MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}, the parent {_PARENT_GL!r}"
+            )
+        _WORKER = EpisodeRunner(_WORKER_CFG)
+    return _WORKER.run(index)
+
+
+def _run_in_workers(cfg: EvalConfig, workers: int) -> Iterator[EpisodeRecord]:
+    ctx = mp.get_context("spawn")
+    pool = ProcessPoolExecutor(
+        workers, mp_context=ctx, initializer=_init_worker, initargs=(cfg, os.environ.get("MUJOCO_GL"))
+    )
+    try:
+        futures = [pool.submit(_worker_episode, i) for i in range(cfg.episodes)]  # first episodes first
+        for fut in as_completed(futures):
+            yield fut.result()  # a worker's exception is re-raised here, with its traceback as the cause
+    except BrokenProcessPool as exc:
+        raise RuntimeError(
+            "an evaluation worker process died (killed for memory? a crash in MuJoCo/GL or torch?)"
+        ) from exc
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run_in_process(cfg: EvalConfig) -> Iterator[EpisodeRecord]:
+    runner = EpisodeRunner(cfg)
+    try:
+        for i in range(cfg.episodes):
+            yield runner.run(i)
+    finally:
+        runner.close()
+
+
+def evaluate(cfg: EvalConfig) -> EvalResult:
+    """Run ``cfg.episodes`` episodes of ``cfg.task`` with the checkpoint's policy.
+
+    Writes ``<out>/eval.json`` (config, summary, per-episode records) and ``<out>/videos/episode_<i>.mp4``
+    for the first ``cfg.videos`` episodes.
+    """
+    policy_type = check_checkpoint(cfg)
+    cfg = replace(cfg, out=str(cfg.out_dir.resolve()))  # workers write videos there
+    out = cfg.out_dir
+    (out / VIDEO_DIR).mkdir(parents=True, exist_ok=True)
+    for old in (out / VIDEO_DIR).glob("episode_*.mp4"):
+        old.unlink()  # from an earlier run into the same folder
+    workers = min(cfg.workers, cfg.episodes)
+    t0 = time.perf_counter()
+    records: list[EpisodeRecord] = []
+    bar = tqdm(total=cfg.episodes, desc=f"eval {cfg.task}", unit="ep", disable=not cfg.progress)
+    try:
+        for rec in _run_in_workers(cfg, workers) if workers else _run_in_process(cfg):
+            records.append(rec)
+            bar.update(1)
+            bar.set_postfix(success=f"{sum(r.success for r in records)}/{len(records)}")
+    finally:
+        bar.close()
+    records.sort(key=lambda r: r.index)
+    result = EvalResult(cfg, records, time.perf_counter() - t0, policy_type, workers)
+    result.json_path.write_text(json.dumps(result.to_json(), indent=2))
+    return result

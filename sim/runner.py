@@ -1,0 +1,54 @@
+"""The ``sim`` env runner: scores a checkpoint in MuJoCo for the training loop (``env=sim``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sim.env import EnvConfig
+from sim.evaluation import EvalConfig, evaluate
+from vla.checkpoint import read_config
+from vla.evaluation import RUNNERS
+
+
+@RUNNERS.register("sim")
+class SimRunner:
+    """Runs ``episodes`` seeded episodes of ``task`` through the shared runtime (``sim.evaluation``)."""
+
+    def __init__(
+        self,
+        task: str,
+        episodes: int,
+        workers: int = 2,
+        horizon: int | None = None,
+        seed: int = 1000,
+        out: str = "outputs/train/eval",
+        videos: int = 1,
+    ) -> None:
+        self.task, self.episodes, self.workers, self.horizon = task, episodes, workers, horizon
+        self.seed, self.out, self.videos = seed, Path(out), videos
+
+    def run(self, checkpoint: Path, step: int) -> dict[str, float]:
+        policy_cfg = read_config(checkpoint)
+        env = EnvConfig(task=self.task, image_size=tuple(policy_cfg.get("image_size", (96, 96))))
+        result = evaluate(
+            EvalConfig(
+                checkpoint=str(checkpoint),
+                task=self.task,
+                episodes=self.episodes,
+                workers=self.workers,
+                seed=self.seed,
+                horizon=self.horizon,
+                out=str(self.out / f"step_{step:07d}"),
+                videos=self.videos,
+                env=env,
+                progress=False,
+            )
+        )
+        lo, hi = result.ci95
+        return {
+            "success_rate": result.success_rate,
+            "success_ci_low": lo,
+            "success_ci_high": hi,
+            "mean_length": result.mean_length,
+            "calls_per_episode": result.calls_per_episode,
+        }

@@ -1,0 +1,29 @@
+"""``vla-eval checkpoint=<dir> task=<name> episodes=<n>``: closed-loop success rate of a policy checkpoint."""
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from sim.evaluation import EvalConfig, evaluate
+from sim.scripts import CONFIG_DIR
+
+ConfigStore.instance().store(name="eval_schema", node=EvalConfig)
+
+
+@hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="eval")
+def _run(cfg: DictConfig) -> None:
+    c: EvalConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    result = evaluate(c)
+    print(result.table())
+    print(f"report: {result.json_path}")
+    for video in result.videos:
+        print(f"video: {video}")
+    print(f"success: {result.successes}/{result.n}")
+
+
+def main() -> None:
+    _run()
+
+
+if __name__ == "__main__":
+    main()
