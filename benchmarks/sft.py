@@ -1,4 +1,4 @@
-"""SFT from scratch on expert demos: collect -> train (CPU budget) -> evaluate; the numbers in docs/results.md.
+"""SFT from scratch on expert demos: collect -> train (CPU budget) -> evaluate (docs/results.md).
 
     python benchmarks/sft.py --task pick_place     # or --task reach
     python benchmarks/sft.py --task reach --minutes 10 --eval-episodes 20   # a quicker look
@@ -36,7 +36,9 @@ def ensure_demos(task: str, episodes: int, root: Path) -> None:
     if have >= episodes:
         print(f"demos: {root} has {have} episodes")
         return
-    k, n, _ = collect(CollectConfig(task=task, episodes=episodes, out=str(root), seed=0, env=EnvConfig(task=task)))
+    k, n, _ = collect(
+        CollectConfig(task=task, episodes=episodes, out=str(root), seed=0, env=EnvConfig(task=task))
+    )
     print(f"demos: expert success {k}/{n} -> {root}")
 
 
@@ -46,36 +48,69 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=200, help="expert demos")
     p.add_argument("--minutes", type=float, default=45.0, help="CPU training budget")
     p.add_argument("--eval-episodes", type=int, default=50)
+    p.add_argument("--horizon", type=int, default=10, help="actions executed per chunk at evaluation")
+    p.add_argument("--eval-during-training", action="store_true", help="keep the preset's periodic sim eval")
     p.add_argument("--out", default=None)
+    p.add_argument("--demos", default=None, help="dataset folder of the demos (default <out>/demos)")
+    p.add_argument("--tag", default=None, help="results file sft_<task>_<tag>.json (default sft_<task>.json)")
     p.add_argument("overrides", nargs="*", help="extra vla-train overrides, e.g. steps=3000")
     args = p.parse_args()
     out = Path(args.out or f"outputs/sft/{args.task}")
-    data = out / "demos"
+    data = Path(args.demos) if args.demos else out / "demos"
     ensure_demos(args.task, args.episodes, data)
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        cfg = compose("train", overrides=[f"experiment=sft_{args.task}", f"data.roots=[{data}]",
-                                          f"out={out / 'train'}", f"max_minutes={args.minutes}",
-                                          f"data.max_episodes={args.episodes}", *args.overrides])
+        cfg = compose(
+            "train",
+            overrides=[
+                f"experiment=sft_{args.task}",
+                f"data.roots=[{data}]",
+                f"out={out / 'train'}",
+                f"max_minutes={args.minutes}",
+                f"data.max_episodes={args.episodes}",
+                *([] if args.eval_during_training else ["env=none"]),
+                *args.overrides,
+            ],
+        )
     tcfg: TrainConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     t0 = time.perf_counter()
     ckpt = train(tcfg)
     train_min = (time.perf_counter() - t0) / 60
 
-    ecfg = EvalConfig(checkpoint=str(ckpt), task=args.task, episodes=args.eval_episodes, workers=2, seed=10_000,
-                      horizon=tcfg.env.horizon, out=str(out / "eval"), videos=3,
-                      env=EnvConfig(task=args.task, image_size=tuple(tcfg.policy["image_size"])))
+    ecfg = EvalConfig(
+        checkpoint=str(ckpt),
+        task=args.task,
+        episodes=args.eval_episodes,
+        workers=2,
+        seed=10_000,
+        horizon=args.horizon,
+        out=str(out / "eval"),
+        videos=3,
+        env=EnvConfig(task=args.task, image_size=tuple(tcfg.policy["image_size"])),
+    )
     result = evaluate(ecfg)
     print(result.table())
     lo, hi = result.ci95
-    record = {"task": args.task, "demos": args.episodes, "train_minutes": round(train_min, 1),
-              "budget_minutes": args.minutes, "steps": tcfg.steps, "success": result.successes,
-              "episodes": result.n, "success_rate": result.success_rate, "ci95": [lo, hi],
-              "mean_length": result.mean_length, "calls_per_episode": result.calls_per_episode,
-              "policy": tcfg.policy, "checkpoint": str(ckpt), "machine": platform.machine(),
-              "date": time.strftime("%Y-%m-%d %H:%M")}
+    record = {
+        "task": args.task,
+        "demos": args.episodes,
+        "train_minutes": round(train_min, 1),
+        "budget_minutes": args.minutes,
+        "steps": tcfg.steps,
+        "success": result.successes,
+        "episodes": result.n,
+        "success_rate": result.success_rate,
+        "ci95": [lo, hi],
+        "mean_length": result.mean_length,
+        "calls_per_episode": result.calls_per_episode,
+        "policy": tcfg.policy,
+        "checkpoint": str(ckpt),
+        "machine": platform.machine(),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"sft_{args.task}.json").write_text(json.dumps(record, indent=2) + "\n")
+    name = f"sft_{args.task}" + (f"_{args.tag}" if args.tag else "")
+    (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
     print(f"success: {result.successes}/{result.n}")
 
 

@@ -87,7 +87,9 @@ def collect(cfg: CollectConfig) -> tuple[int, int, Path]:
     Returns:
         (successes, episodes attempted in this call, dataset root).
     """
-    env_cfg = EnvConfig(**{**vars(cfg.env), "task": cfg.task, "render": True})
+    # The expert finishes its motion after the first success (no cut mid-move), so demos show the arm
+    # settling at the goal: what a policy needs to learn to stop there.
+    env_cfg = EnvConfig(**{**vars(cfg.env), "task": cfg.task, "render": True, "terminate_on_success": False})
     env = TabletopEnv(env_cfg)
     expert = ScriptedExpert(env, cfg.noise, seed=cfg.seed)
     root = Path(cfg.out)

@@ -9,7 +9,7 @@ import numpy as np
 from tqdm import tqdm
 
 from sim.env import EnvConfig, TabletopEnv
-from vla.data.reader import load_episode, read_episode_info
+from vla.data.reader import iter_episodes, load_episode, read_episode_info
 from vla.data.schema import ACTION, image_key
 from vla.data.writer import load_spec
 
@@ -80,7 +80,10 @@ def replay(cfg: ReplayConfig) -> tuple[int, int]:
         raise ValueError(f"{root}: no episodes to replay")
     envs: dict[tuple, TabletopEnv] = {}
     ok = 0
-    for info in tqdm(infos, desc="replay", disable=not cfg.progress, unit="ep"):
+    by_index = {i.episode_index: i for i in infos}
+    episodes = iter_episodes(root, list(by_index), keys=[ACTION])
+    for index, ep in tqdm(episodes, total=len(infos), desc="replay", disable=not cfg.progress, unit="ep"):
+        info = by_index[index]
         extra = info.extra
         for k in ("task_name", "init_state"):
             if k not in extra:
@@ -98,8 +101,7 @@ def replay(cfg: ReplayConfig) -> tuple[int, int]:
                     max_steps=10**9,
                 )
             )  # the recorded actions bound it
-        actions = load_episode(root, info.episode_index, keys=[ACTION])[ACTION]
-        ok += replay_episode(envs[key], actions, extra)
+        ok += replay_episode(envs[key], ep[ACTION], extra)
     for env in envs.values():
         env.close()
     if cfg.sheet or cfg.video:

@@ -15,7 +15,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from vla.batch import ACTION, ACTION_IS_PAD, IMAGE_PREFIX, STATE, TASK, Batch
-from vla.data.reader import load_episode, read_episode_info
+from vla.data.reader import iter_episodes, read_episode_info
 from vla.data.stats import array_stats
 
 
@@ -41,26 +41,26 @@ class ChunkDataset:
             raise ValueError("data.roots is empty: give at least one dataset folder")
         self.cfg, self.cameras, self.H = cfg, list(cameras), chunk_size
         images: dict[str, list[np.ndarray]] = {c: [] for c in cameras}
-        states, actions, tasks, starts, ends = [], [], [], [], []
+        states, actions, tasks, ends = [], [], [], []
         n = 0
-        episodes = [(Path(r), i) for r in cfg.roots for i in read_episode_info(r)[: cfg.max_episodes]]
-        for root, info in tqdm(episodes, desc="loading episodes", disable=not progress, unit="ep"):
-            if cfg.only_success and not info.success:
-                continue
-            keys = [IMAGE_PREFIX + c for c in cameras] + [STATE, ACTION]
-            ep = load_episode(root, info.episode_index, keys=keys)
-            missing = [k for k in keys if k not in ep]
-            if missing:
-                raise KeyError(f"{root}: episode {info.episode_index} lacks {missing}")
-            t = len(ep[ACTION])
-            for c in cameras:
-                images[c].append(ep[IMAGE_PREFIX + c])
-            states.append(ep[STATE].astype(np.float32))
-            actions.append(ep[ACTION].astype(np.float32))
-            tasks += [info.task] * t
-            starts.append(np.full(t, n))
-            ends.append(np.full(t, n + t))
-            n += t
+        keys = [IMAGE_PREFIX + c for c in cameras] + [STATE, ACTION]
+        for root in map(Path, cfg.roots):
+            infos = [
+                i for i in read_episode_info(root)[: cfg.max_episodes] if i.success or not cfg.only_success
+            ]
+            by_index = {i.episode_index: i for i in infos}
+            episodes = iter_episodes(root, list(by_index), keys=keys)
+            for index, ep in tqdm(
+                episodes, total=len(infos), desc=f"loading {root.name}", disable=not progress, unit="ep"
+            ):
+                t = len(ep[ACTION])
+                for c in cameras:
+                    images[c].append(ep[IMAGE_PREFIX + c])
+                states.append(ep[STATE].astype(np.float32))
+                actions.append(ep[ACTION].astype(np.float32))
+                tasks += [by_index[index].task] * t
+                ends.append(np.full(t, n + t))
+                n += t
         if n == 0:
             raise ValueError(f"no frames in {cfg.roots}")
         self.images = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -54,9 +55,12 @@ class CNNEncoder(nn.Module):
 
     def __init__(self, channels: list[int], d_model: int, image_size: list[int]) -> None:
         super().__init__()
-        layers: list[nn.Module] = [nn.Conv2d(3, channels[0], 4, stride=4), nn.GroupNorm(_groups(channels[0]), channels[0]),
-                                   nn.GELU()]
-        for prev, c in zip(channels[:-1], channels[1:], strict=True):
+        layers: list[nn.Module] = [
+            nn.Conv2d(3, channels[0], 4, stride=4),
+            nn.GroupNorm(_groups(channels[0]), channels[0]),
+            nn.GELU(),
+        ]
+        for prev, c in itertools.pairwise(channels):
             layers += [nn.Conv2d(prev, c, 3, stride=2, padding=1), nn.GroupNorm(_groups(c), c), nn.GELU()]
         layers.append(nn.Conv2d(channels[-1], d_model, 1))
         self.net = nn.Sequential(*layers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,8 @@ def read_episode_info(root: str | Path) -> list[EpisodeInfo]:
 def load_episode(root: str | Path, index: int, *, keys: list[str] | None = None) -> dict[str, np.ndarray]:
     """Loads every frame of one episode as stacked numpy arrays.
 
-    Reads the episode's parquet rows directly (one filtered read, no per-item ``__getitem__``).
+    Reads the episode's parquet rows directly (one filtered read, no per-item ``__getitem__``). To read many
+    episodes use :func:`iter_episodes`, which reads the metadata once.
 
     Args:
         root: Dataset root.
@@ -73,18 +75,41 @@ def load_episode(root: str | Path, index: int, *, keys: list[str] | None = None)
     Raises:
         IndexError: No episode ``index``.
     """
+    for _, episode in iter_episodes(root, [index], keys=keys):
+        return episode
+    raise AssertionError("unreachable")
+
+
+def iter_episodes(
+    root: str | Path, indices: list[int] | None = None, *, keys: list[str] | None = None
+) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """Yields ``(episode_index, arrays)`` like :func:`load_episode` for ``indices`` (default: all), reading
+    lerobot's metadata and task table once."""
     root = Path(root)
     _require_dataset(root)
     info = json.loads((root / _INFO).read_text())
     features: dict[str, dict[str, Any]] = info["features"]
-    rows = [r for r in read_episode_rows(root) if int(r["episode_index"]) == index]
-    if not rows:
-        raise IndexError(f"{root}: no episode {index} (dataset has {info['total_episodes']})")
-    row = rows[0]
+    rows = {int(r["episode_index"]): r for r in read_episode_rows(root)}
     wanted = [*features, TASK] if keys is None else list(keys)
     unknown = [k for k in wanted if k not in features and k != TASK]
     if unknown:
         raise KeyError(f"load_episode: unknown keys {unknown}; available {sorted(features)}")
+    tasks = _task_table(root) if TASK in wanted else {}
+    for index in sorted(rows) if indices is None else indices:
+        if index not in rows:
+            raise IndexError(f"{root}: no episode {index} (dataset has {info['total_episodes']})")
+        yield index, _read_episode(root, info, features, rows[index], index, wanted, tasks)
+
+
+def _read_episode(
+    root: Path,
+    info: dict[str, Any],
+    features: dict[str, dict[str, Any]],
+    row: dict[str, Any],
+    index: int,
+    wanted: list[str],
+    tasks: dict[int, str],
+) -> dict[str, np.ndarray]:
     columns = [k for k in wanted if k in features and features[k]["dtype"] != "video"]
     helpers = [c for c in ("index", "episode_index", "task_index") if c not in columns]
     table = pq.read_table(
@@ -103,7 +128,7 @@ def load_episode(root: str | Path, index: int, *, keys: list[str] | None = None)
         else:
             out[key] = col.to_numpy()
     if TASK in wanted:
-        out[TASK] = _task_strings(root, out["task_index"])
+        out[TASK] = np.array([tasks[int(i)] for i in out["task_index"]])
     for key in wanted:
         if key in features and features[key]["dtype"] == "video":
             out[key] = _decode_video(root, info, row, key, out.get("timestamp"))
@@ -118,10 +143,9 @@ def _decode_png(value: dict[str, Any]) -> np.ndarray:
     return np.asarray(Image.open(value["path"]).convert("RGB"))
 
 
-def _task_strings(root: Path, task_index: np.ndarray) -> np.ndarray:
+def _task_table(root: Path) -> dict[int, str]:
     tasks = pq.read_table(root / "meta/tasks.parquet").to_pandas()
-    by_index = {int(i): str(t) for t, i in zip(tasks.index, tasks["task_index"], strict=True)}
-    return np.array([by_index[int(i)] for i in task_index])
+    return {int(i): str(t) for t, i in zip(tasks.index, tasks["task_index"], strict=True)}
 
 
 def _decode_video(
