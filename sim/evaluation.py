@@ -373,6 +373,9 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
     """
     policy_type = check_checkpoint(cfg)
     cfg = replace(cfg, out=str(cfg.out_dir.resolve()))  # workers write videos there
+    size = read_config(cfg.checkpoint).get("image_size")
+    if size is not None and tuple(size) != tuple(cfg.env.image_size):  # render what the policy was trained on
+        cfg = replace(cfg, env=replace(cfg.env, image_size=tuple(int(v) for v in size)))
     out = cfg.out_dir
     (out / VIDEO_DIR).mkdir(parents=True, exist_ok=True)
     for old in (out / VIDEO_DIR).glob("episode_*.mp4"):

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.env import EnvConfig
 from sim.evaluation import EvalConfig, evaluate
-from vla.checkpoint import read_config
 from vla.evaluation import RUNNERS
 
 
@@ -28,8 +26,6 @@ class SimRunner:
         self.seed, self.out, self.videos = seed, Path(out), videos
 
     def run(self, checkpoint: Path, step: int) -> dict[str, float]:
-        policy_cfg = read_config(checkpoint)
-        env = EnvConfig(task=self.task, image_size=tuple(policy_cfg.get("image_size", (96, 96))))
         result = evaluate(
             EvalConfig(
                 checkpoint=str(checkpoint),
@@ -40,7 +36,6 @@ class SimRunner:
                 horizon=self.horizon,
                 out=str(self.out / f"step_{step:07d}"),
                 videos=self.videos,
-                env=env,
                 progress=False,
             )
         )
