@@ -25,7 +25,7 @@ def main() -> None:
     p.add_argument("--tasks", nargs="*", default=TASKS.names())
     p.add_argument("--sft-task", default="reach")
     p.add_argument("--sft-demos", type=int, default=100)
-    p.add_argument("--minutes", type=float, default=4.0, help="SFT training budget")
+    p.add_argument("--minutes", type=float, default=3.0, help="SFT training budget")
     p.add_argument("--eval-episodes", type=int, default=20)
     args = p.parse_args()
     out = Path(args.out)
