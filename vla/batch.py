@@ -52,3 +52,11 @@ def to_device(batch: Batch, device: str | torch.device) -> Batch:
 
 
 __all__ = ["ACTION", "ACTION_IS_PAD", "IMAGE_PREFIX", "STATE", "TASK", "Batch", "image_keys"]
+
+
+def masked_chunk_mean(err: Tensor, batch: Batch) -> Tensor:
+    """Per-sample mean of a per-step error [B, H] over the chunk steps that are not padding -> [B]."""
+    if ACTION_IS_PAD not in batch:
+        return err.mean(-1)
+    valid = ~batch[ACTION_IS_PAD].to(err.device)
+    return (err * valid).sum(-1) / valid.sum(-1).clamp_min(1)

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from policies.flow_matching.config import FlowMatchingConfig
 from policies.flow_matching.encoders import make_tokenizer
 from policies.flow_matching.model import KV, FlowMatchingModel
-from vla.batch import ACTION, ACTION_IS_PAD, IMAGE_PREFIX, STATE, TASK, Batch
+from vla.batch import ACTION, IMAGE_PREFIX, STATE, TASK, Batch, masked_chunk_mean
 from vla.checkpoint import load_model_state, load_stats, read_config, save_checkpoint
 from vla.data.stats import Normalizer
 from vla.policy import POLICIES
@@ -113,12 +113,7 @@ class FlowMatchingPolicy(nn.Module):
         prefix, mask = self._prefix(batch)
         v = self.model.velocity(x, tau, self.model.kv_cache(prefix), mask, self._drop_cond(cond, generator))
         err = (v - u).pow(2).mean(-1)  # [B, H]
-        valid = (
-            ~batch[ACTION_IS_PAD].to(self.device)
-            if ACTION_IS_PAD in batch
-            else torch.ones_like(err, dtype=torch.bool)
-        )
-        return (err * valid).sum(-1) / valid.sum(-1).clamp_min(1)
+        return masked_chunk_mean(err, batch)
 
     @torch.no_grad()
     def sample_chunk(

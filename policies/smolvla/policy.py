@@ -54,7 +54,7 @@ from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from policies.smolvla.config import SmolVLAAdapterConfig
-from vla.batch import ACTION, ACTION_IS_PAD, IMAGE_PREFIX, STATE, TASK, Batch
+from vla.batch import ACTION, IMAGE_PREFIX, STATE, TASK, Batch, masked_chunk_mean
 from vla.checkpoint import STATS_FILE, load_model_state, load_stats, read_config, save_checkpoint
 from vla.data.stats import Normalizer
 from vla.policy import POLICIES
@@ -238,12 +238,7 @@ class SmolVLAAdapter(nn.Module):
         with self.model.indicator_tokens(self._indicator_rows(cond, b, generator, dropout=True)):
             losses = self.model(images, img_masks, tokens, token_mask, state, actions, eps, 1.0 - tau)
         err = losses[:, :, : cfg.action_dim].mean(-1)  # [B, H]
-        valid = (
-            ~batch[ACTION_IS_PAD].to(self.device)
-            if ACTION_IS_PAD in batch
-            else torch.ones_like(err, dtype=torch.bool)
-        )
-        return (err * valid).sum(-1) / valid.sum(-1).clamp_min(1)
+        return masked_chunk_mean(err, batch)
 
     @torch.no_grad()
     def sample_chunk(

@@ -92,9 +92,21 @@ def test_config_errors_name_the_field():
 
 def test_periodic_evaluation_in_sim_through_the_runner_seam(reach_data, tmp_path):
     out = tmp_path / "run"
-    stdout = _train(["experiment=debug", f"data.roots=[{reach_data}]", "steps=4", "progress=false",
-                     f"out={out}", "env=sim", "env.task=reach", "env.episodes=2", "env.workers=0", "env.every=2"],
-                    tmp_path)
+    stdout = _train(
+        [
+            "experiment=debug",
+            f"data.roots=[{reach_data}]",
+            "steps=4",
+            "progress=false",
+            f"out={out}",
+            "env=sim",
+            "env.task=reach",
+            "env.episodes=2",
+            "env.workers=0",
+            "env.every=2",
+        ],
+        tmp_path,
+    )
     assert stdout.count("eval: success_rate=") == 2  # at step 2 and step 4
     reports = sorted((out / "eval").glob("step_*/eval.json"))
     assert [p.parent.name for p in reports] == ["step_0000002", "step_0000004"]
