@@ -75,6 +75,7 @@ class Trainer:
         self.ema = EMA(self.policy, cfg.ema.decay) if cfg.ema.enabled else None
         self.data_gen = torch.Generator().manual_seed(cfg.seed)
         self.step = 0
+        self._saved_step = -1
         if state is not None:
             self.policy.load_state_dict(state["policy"])
             self.algo.load_state_dict(state["algo"])
@@ -100,6 +101,8 @@ class Trainer:
 
     def save(self) -> Path:
         """Write ``checkpoints/last``: EMA weights as the model; raw weights and the rest in train_state."""
+        if self._saved_step == self.step and self.last.exists():
+            return self.last  # already written at this step (e.g. by the final evaluation)
         tmp = staging_dir(self.last)
         raw = self.ema.swap(self.policy) if self.ema is not None else None
         try:
@@ -117,6 +120,7 @@ class Trainer:
             "config": dataclasses.asdict(self.cfg) if dataclasses.is_dataclass(self.cfg) else {},
         }
         save_train_state(tmp, state)
+        self._saved_step = self.step
         return publish(tmp, self.last)
 
     def evaluate(self, writer) -> dict[str, float]:

@@ -15,6 +15,7 @@ from policies.flow_matching.model import KV, FlowMatchingModel
 from vla.batch import ACTION, IMAGE_PREFIX, STATE, TASK, Batch, masked_chunk_mean
 from vla.checkpoint import load_model_state, load_stats, read_config, save_checkpoint
 from vla.data.stats import Normalizer
+from vla.flow import sample_beta
 from vla.policy import POLICIES
 
 Stats = dict[str, dict[str, np.ndarray]]
@@ -71,13 +72,7 @@ class FlowMatchingPolicy(nn.Module):
         """tau = 1 - (eps + (1 - eps) s), s ~ Beta(a, b). With a generator (reproducible), Beta(a, 1) and
         Beta(1, b) are drawn by inverting their CDFs (s = u^(1/a), s = 1 - u^(1/b))."""
         cfg = self.config
-        a, b = cfg.time_beta_a, cfg.time_beta_b
-        if generator is not None and b == 1.0:
-            s = torch.rand(n, generator=generator) ** (1.0 / a)
-        elif generator is not None and a == 1.0:
-            s = 1.0 - torch.rand(n, generator=generator) ** (1.0 / b)
-        else:
-            s = torch.distributions.Beta(a, b).sample((n,))
+        s = sample_beta(n, cfg.time_beta_a, cfg.time_beta_b, generator)
         return (1.0 - (cfg.time_eps + (1.0 - cfg.time_eps) * s)).to(self.device)
 
     def _drop_cond(self, cond: Tensor | None, generator: torch.Generator | None) -> Tensor | None:

@@ -57,6 +57,7 @@ from policies.smolvla.config import SmolVLAAdapterConfig
 from vla.batch import ACTION, IMAGE_PREFIX, STATE, TASK, Batch, masked_chunk_mean
 from vla.checkpoint import STATS_FILE, load_model_state, load_stats, read_config, save_checkpoint
 from vla.data.stats import Normalizer
+from vla.flow import sample_beta
 from vla.policy import POLICIES
 
 Stats = dict[str, dict[str, np.ndarray]]
@@ -186,13 +187,7 @@ class SmolVLAAdapter(nn.Module):
         """tau = 1 - (offset + scale s), s ~ Beta(a, b) (LeRobot's schedule, in our convention). With a
         generator, Beta(a, 1) and Beta(1, b) are drawn by inverting their CDFs (reproducible)."""
         cfg = self.config
-        a, b = cfg.time_beta_a, cfg.time_beta_b
-        if generator is not None and b == 1.0:
-            s = torch.rand(n, generator=generator) ** (1.0 / a)
-        elif generator is not None and a == 1.0:
-            s = 1.0 - torch.rand(n, generator=generator) ** (1.0 / b)
-        else:
-            s = torch.distributions.Beta(a, b).sample((n,))
+        s = sample_beta(n, cfg.time_beta_a, cfg.time_beta_b, generator)
         return (1.0 - (cfg.time_offset + cfg.time_scale * s)).to(self.device)
 
     def _indicator_rows(
