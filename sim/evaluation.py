@@ -239,6 +239,14 @@ def check_checkpoint(cfg: EvalConfig) -> str:
     return str(meta["type"])
 
 
+def match_policy_images(cfg):
+    """Render at the image size the checkpoint's policy was trained on (``image_size`` in its config)."""
+    size = read_config(cfg.checkpoint).get("image_size")
+    if size is not None and tuple(size) != tuple(cfg.env.image_size):
+        cfg = replace(cfg, env=replace(cfg.env, image_size=tuple(int(v) for v in size)))
+    return cfg
+
+
 # ---- one worker: env + policy + executor, reused across its episodes -------------------------------------
 class EpisodeRunner:
     """What one worker holds: the env, the policy behind a ``PolicyRunner``, a ``ChunkExecutor``."""
@@ -313,56 +321,63 @@ class EpisodeRunner:
         self.env.close()
 
 
-_WORKER_CFG: EvalConfig | None = None
+_WORKER_ARGS: tuple[type, Any] | None = None
 _PARENT_GL: str | None = None
-_WORKER: EpisodeRunner | None = None
+_WORKER: Any = None
 
 
-def _init_worker(cfg: EvalConfig, mujoco_gl: str | None) -> None:
+def _init_worker(runner_cls: type, cfg: Any, mujoco_gl: str | None) -> None:
     """Pool initializer: cheap and cannot fail (heavy set-up errors surface from the first episode)."""
-    global _WORKER_CFG, _PARENT_GL
+    global _WORKER_ARGS, _PARENT_GL
     import torch
 
     torch.set_num_threads(1)
-    _WORKER_CFG, _PARENT_GL = cfg, mujoco_gl
+    _WORKER_ARGS, _PARENT_GL = (runner_cls, cfg), mujoco_gl
 
 
-def _worker_episode(index: int) -> EpisodeRecord:
+def _worker_episode(index: int) -> Any:
     global _WORKER
     if _WORKER is None:
-        assert _WORKER_CFG is not None
+        assert _WORKER_ARGS is not None
         if os.environ.get("MUJOCO_GL") != _PARENT_GL:  # sim's probe result reaches workers via the env
             raise RuntimeError(
                 f"worker has MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}, the parent {_PARENT_GL!r}"
             )
-        _WORKER = EpisodeRunner(_WORKER_CFG)
+        runner_cls, cfg = _WORKER_ARGS
+        _WORKER = runner_cls(cfg)
     return _WORKER.run(index)
 
 
-def _run_in_workers(cfg: EvalConfig, workers: int) -> Iterator[EpisodeRecord]:
+def run_episodes(runner_cls: type, cfg: Any, episodes: int, workers: int) -> Iterator[Any]:
+    """``runner_cls(cfg).run(i)`` for i in range(episodes), in ``workers`` spawned processes (0: here).
+
+    Results come in completion order. Each worker builds one runner (env + policy) and reuses it.
+    """
+    if not workers:
+        runner = runner_cls(cfg)
+        try:
+            for i in range(episodes):
+                yield runner.run(i)
+        finally:
+            runner.close()
+        return
     ctx = mp.get_context("spawn")
     pool = ProcessPoolExecutor(
-        workers, mp_context=ctx, initializer=_init_worker, initargs=(cfg, os.environ.get("MUJOCO_GL"))
+        workers,
+        mp_context=ctx,
+        initializer=_init_worker,
+        initargs=(runner_cls, cfg, os.environ.get("MUJOCO_GL")),
     )
     try:
-        futures = [pool.submit(_worker_episode, i) for i in range(cfg.episodes)]  # first episodes first
+        futures = [pool.submit(_worker_episode, i) for i in range(episodes)]  # first episodes first
         for fut in as_completed(futures):
             yield fut.result()  # a worker's exception is re-raised here, with its traceback as the cause
     except BrokenProcessPool as exc:
         raise RuntimeError(
-            "an evaluation worker process died (killed for memory? a crash in MuJoCo/GL or torch?)"
+            "an episode worker process died (killed for memory? a crash in MuJoCo/GL or torch?)"
         ) from exc
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _run_in_process(cfg: EvalConfig) -> Iterator[EpisodeRecord]:
-    runner = EpisodeRunner(cfg)
-    try:
-        for i in range(cfg.episodes):
-            yield runner.run(i)
-    finally:
-        runner.close()
 
 
 def evaluate(cfg: EvalConfig) -> EvalResult:
@@ -372,10 +387,7 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
     for the first ``cfg.videos`` episodes.
     """
     policy_type = check_checkpoint(cfg)
-    cfg = replace(cfg, out=str(cfg.out_dir.resolve()))  # workers write videos there
-    size = read_config(cfg.checkpoint).get("image_size")
-    if size is not None and tuple(size) != tuple(cfg.env.image_size):  # render what the policy was trained on
-        cfg = replace(cfg, env=replace(cfg.env, image_size=tuple(int(v) for v in size)))
+    cfg = match_policy_images(replace(cfg, out=str(cfg.out_dir.resolve())))  # workers write videos there
     out = cfg.out_dir
     (out / VIDEO_DIR).mkdir(parents=True, exist_ok=True)
     for old in (out / VIDEO_DIR).glob("episode_*.mp4"):
@@ -385,7 +397,7 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
     records: list[EpisodeRecord] = []
     bar = tqdm(total=cfg.episodes, desc=f"eval {cfg.task}", unit="ep", disable=not cfg.progress)
     try:
-        for rec in _run_in_workers(cfg, workers) if workers else _run_in_process(cfg):
+        for rec in run_episodes(EpisodeRunner, cfg, cfg.episodes, workers):
             records.append(rec)
             bar.update(1)
             bar.set_postfix(success=f"{sum(r.success for r in records)}/{len(records)}")

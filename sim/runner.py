@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sim.evaluation import EvalConfig, evaluate
+from sim.rollout import RolloutConfig, rollout
+from sim.teleop import TeleopConfig
 from vla.evaluation import RUNNERS
 
 
@@ -46,4 +49,29 @@ class SimRunner:
             "success_ci_high": hi,
             "mean_length": result.mean_length,
             "calls_per_episode": result.calls_per_episode,
+        }
+
+    def collect(
+        self, checkpoint: Path, out: Path, *, episodes: int, seed: int, teleop: dict[str, Any]
+    ) -> dict[str, float]:
+        summary = rollout(
+            RolloutConfig(
+                checkpoint=str(checkpoint),
+                task=self.task,
+                episodes=episodes,
+                workers=self.workers,
+                seed=seed,
+                horizon=self.horizon,
+                out=str(out),
+                teleop=TeleopConfig(**teleop),
+                progress=True,
+            )
+        )
+        return {
+            "episodes": summary.episodes,
+            "successes": summary.successes,
+            "takeovers": summary.takeovers,
+            "episodes_with_takeover": summary.episodes_with_takeover,
+            "intervention_frames": summary.intervention_frames,
+            "frames": summary.frames,
         }

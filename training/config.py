@@ -30,6 +30,22 @@ class EMAConfig:
 
 
 @dataclass
+class LoopConfig:
+    """Closed-loop rounds (``training/closed_loop.py``): rollouts -> critic -> post-training -> evaluation."""
+
+    rounds: int = 0  # 0: one training run on data.roots; n: n rounds from init_from
+    rollout_episodes: int = 50
+    rollout_seed: int = 100_000  # round r uses seeds rollout_seed + r * rollout_episodes + i
+    teleop: Any = field(default_factory=dict)  # simulated operator fields (sim.teleop.TeleopConfig)
+
+    def __post_init__(self) -> None:
+        if self.rounds < 0 or self.rollout_episodes < 1:
+            raise ValueError(
+                f"loop.rounds={self.rounds} >= 0 and rollout_episodes={self.rollout_episodes} >= 1"
+            )
+
+
+@dataclass
 class TrainConfig:
     policy: Any = field(default_factory=lambda: {"type": "flow_matching"})  # fields of the policy's config
     algo: Any = field(default_factory=lambda: {"name": "sft"})  # name + algorithm-specific fields
@@ -37,7 +53,9 @@ class TrainConfig:
     data: DataConfig = field(default_factory=DataConfig)
     env: EvalDuringTraining = field(default_factory=EvalDuringTraining)
     ema: EMAConfig = field(default_factory=EMAConfig)
+    loop: LoopConfig = field(default_factory=LoopConfig)
     out: str = "outputs/train"
+    init_from: str | None = None  # post-training: start from this checkpoint (its config, stats, EMA weights)
     steps: int = 1000
     stop_after: int | None = None  # stop early at this step (the schedule still spans ``steps``)
     max_minutes: float | None = None  # wall-clock budget of this run's optimisation; stops (and saves) there

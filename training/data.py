@@ -15,7 +15,8 @@ from torch import Tensor
 from tqdm import tqdm
 
 from vla.batch import ACTION, ACTION_IS_PAD, IMAGE_PREFIX, STATE, TASK, Batch
-from vla.data.reader import iter_episodes, read_episode_info
+from vla.data.reader import feature_names, iter_episodes, read_episode_info
+from vla.data.schema import IS_INTERVENTION, EpisodeMeta
 from vla.data.stats import array_stats
 
 
@@ -34,17 +35,26 @@ class DataConfig:
 
 
 class ChunkDataset:
-    """In-memory frames; ``sample`` draws B (frame, next-H-actions) pairs, padding past episode ends."""
+    """In-memory frames; ``sample`` draws B (frame, next-H-actions) pairs, padding past episode ends.
+
+    Besides the observations and actions it keeps each frame's episode structure (``episode_id``,
+    ``frame_index``, ``episode_start``/``episode_end``, ``is_intervention``) and each episode's metadata
+    (``episodes``: success, source, ...), which critics turn into credit. Derived per-frame columns
+    (an advantage indicator, a weight) go into ``labels`` and come with every batch under their names;
+    they never overwrite the source data.
+    """
 
     def __init__(self, cfg: DataConfig, cameras: list[str], chunk_size: int, progress: bool = True) -> None:
         if not cfg.roots:
             raise ValueError("data.roots is empty: give at least one dataset folder")
         self.cfg, self.cameras, self.H = cfg, list(cameras), chunk_size
         images: dict[str, list[np.ndarray]] = {c: [] for c in cameras}
-        states, actions, tasks, ends = [], [], [], []
+        states, actions, tasks, ends, human = [], [], [], [], []
+        self.episodes: list[EpisodeMeta] = []
         n = 0
-        keys = [IMAGE_PREFIX + c for c in cameras] + [STATE, ACTION]
         for root in map(Path, cfg.roots):
+            has_human = IS_INTERVENTION in feature_names(root)  # LeRobot datasets without it: all autonomous
+            keys = [IMAGE_PREFIX + c for c in cameras] + [STATE, ACTION] + [IS_INTERVENTION] * has_human
             infos = [
                 i for i in read_episode_info(root)[: cfg.max_episodes] if i.success or not cfg.only_success
             ]
@@ -60,6 +70,10 @@ class ChunkDataset:
                 actions.append(ep[ACTION].astype(np.float32))
                 tasks += [by_index[index].task] * t
                 ends.append(np.full(t, n + t))
+                human.append(
+                    ep[IS_INTERVENTION].reshape(-1).astype(bool) if has_human else np.zeros(t, dtype=bool)
+                )
+                self.episodes.append(by_index[index])
                 n += t
         if n == 0:
             raise ValueError(f"no frames in {cfg.roots}")
@@ -70,10 +84,28 @@ class ChunkDataset:
         self.action = torch.from_numpy(np.concatenate(actions))  # [N, A]
         self.tasks = tasks
         self.episode_end = torch.from_numpy(np.concatenate(ends))  # [N] one past the episode's last frame
+        self.is_intervention = torch.from_numpy(np.concatenate(human))  # [N] bool
+        lengths = torch.tensor([len(a) for a in actions])
+        self.episode_id = torch.repeat_interleave(torch.arange(len(lengths)), lengths)  # [N]
+        self.episode_start = self.episode_end - lengths[self.episode_id]  # [N]
+        self.frame_index = torch.arange(n) - self.episode_start  # [N] t within its episode
         self.num_episodes = len(states)
+        self.labels: dict[str, Tensor] = {}  # derived per-frame columns [N, ...], added to batches
 
     def __len__(self) -> int:
         return len(self.action)
+
+    def episode_frames(self, e: int) -> slice:
+        """The frames of episode ``e`` (its position in ``episodes``)."""
+        start = int(self.episode_start[self.episode_id == e][0])
+        return slice(start, start + self.episodes[e].length)
+
+    def observations(self, idx: Tensor) -> Batch:
+        """Images, state and instruction of frames ``idx`` (no augmentation, no actions)."""
+        batch: Batch = {STATE: self.state[idx], TASK: [self.tasks[i] for i in idx.tolist()]}
+        for c in self.cameras:
+            batch[IMAGE_PREFIX + c] = self.images[c][idx].permute(0, 3, 1, 2).float().div_(255.0)
+        return batch
 
     def stats(self) -> dict[str, dict[str, np.ndarray]]:
         return {STATE: array_stats(self.state.numpy()), ACTION: array_stats(self.action.numpy())}
@@ -89,6 +121,8 @@ class ChunkDataset:
         steps = torch.minimum(steps, end - 1)  # repeat the last action past the end
         batch: Batch = {STATE: self.state[idx], ACTION: self.action[steps], ACTION_IS_PAD: pad}
         batch[TASK] = [self.tasks[i] for i in idx.tolist()]
+        for name, column in self.labels.items():
+            batch[name] = column[idx]
         for c in self.cameras:
             img = self.images[c][idx].permute(0, 3, 1, 2).float().div_(255.0)  # [B, 3, H, W]
             if self.cfg.random_shift and generator is not None:

@@ -23,9 +23,17 @@ from training.config import TrainConfig
 from training.data import ChunkDataset
 from training.ema import EMA
 from vla.batch import to_device
-from vla.checkpoint import STATS_FILE, load_stats, load_train_state, publish, save_train_state, staging_dir
+from vla.checkpoint import (
+    STATS_FILE,
+    load_stats,
+    load_train_state,
+    publish,
+    read_config,
+    save_train_state,
+    staging_dir,
+)
 from vla.evaluation import EnvRunner, make_runner
-from vla.policy import POLICIES
+from vla.policy import POLICIES, load_policy
 
 log = logging.getLogger(__name__)
 
@@ -65,13 +73,29 @@ class Trainer:
             raise FileNotFoundError(
                 f"{self.last} has no train_state/: cannot resume (resume=false to restart)"
             )
-        policy_cameras = cfg.policy.get("cameras", ["agentview", "wrist"])
-        chunk = cfg.policy.get("chunk_size", 50)
+        spec = dict(cfg.policy)
+        if cfg.init_from:  # post-training: the base checkpoint's architecture and normalisation
+            spec = read_config(cfg.init_from)
+            print(f"post-training {cfg.init_from} ({spec['type']}); the policy= group is not used")
+        policy_cameras = spec.get("cameras", ["agentview", "wrist"])
+        chunk = spec.get("chunk_size", 50)
         self.data = ChunkDataset(cfg.data, policy_cameras, chunk, progress=cfg.progress)
-        stats = load_stats(self.last / STATS_FILE) if state else self.data.stats()
-        self.policy = build_policy(cfg.policy, stats).to(cfg.device)
+        if state:
+            stats = load_stats(self.last / STATS_FILE)
+        elif cfg.init_from:
+            stats = load_stats(Path(cfg.init_from) / STATS_FILE)
+        else:
+            stats = self.data.stats()
+        if cfg.init_from and state is None:
+            self.policy = load_policy(cfg.init_from, cfg.device)
+        else:
+            self.policy = build_policy(spec, stats).to(cfg.device)
         algo_cls = ALGORITHMS.get(cfg.algo["name"])
-        self.algo = algo_cls(self.policy, cfg.optim, cfg.steps, seed=cfg.seed)
+        params = dict(cfg.algo)
+        self.algo = algo_cls(self.policy, cfg.optim, cfg.steps, seed=cfg.seed, config=params)
+        self.prepared = self.algo.prepare(self.data, self.out, progress=cfg.progress)
+        if self.prepared:
+            print("credit: " + ", ".join(f"{k}={v:.3g}" for k, v in self.prepared.items()))
         self.ema = EMA(self.policy, cfg.ema.decay) if cfg.ema.enabled else None
         self.data_gen = torch.Generator().manual_seed(cfg.seed)
         self.step = 0
@@ -189,5 +213,10 @@ class Trainer:
 
 
 def train(cfg: TrainConfig) -> Path:
-    """Train (or resume) and return the final checkpoint folder."""
+    """Train (or resume) and return the final checkpoint folder; ``loop.rounds > 0`` runs closed-loop
+    rounds (rollouts -> critic -> post-training -> evaluation) instead."""
+    if cfg.loop.rounds > 0:
+        from training.closed_loop import closed_loop
+
+        return closed_loop(cfg)
     return Trainer(cfg).run()

@@ -15,6 +15,13 @@ class EnvRunner(Protocol):
         """Evaluate the policy saved at ``checkpoint``; return scalar metrics (e.g. ``success_rate``)."""
         ...
 
+    def collect(
+        self, checkpoint: Path, out: Path, *, episodes: int, seed: int, teleop: dict[str, Any]
+    ) -> dict[str, float]:
+        """Roll the policy out with a (simulated) operator who may take over; write the episodes as a
+        dataset at ``out`` and return counts (successes, takeovers, ...)."""
+        ...
+
 
 RUNNERS: Registry = Registry("env runner")
 

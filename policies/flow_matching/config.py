@@ -27,6 +27,7 @@ class FlowMatchingConfig:
     n_prefix_layers: int = 4
     vision: str = "cnn"
     cnn_channels: list[int] = field(default_factory=lambda: [32, 64, 128])
+    keypoints: int = 0  # spatial-softmax keypoint tokens per camera (0 = off; CNN only)
     tokenizer: str = "byte"
     max_text_len: int = 48
     # action expert
@@ -41,6 +42,9 @@ class FlowMatchingConfig:
     time_eps: float = 0.001
     # advantage indicator (RECAP): dropped with this probability in training (CFG training)
     cond_dropout: float = 0.3
+    # what deployment conditions on unless told otherwise (RECAP post-training sets 1; CFG scale beta)
+    inference_cond: int | None = None
+    inference_guidance: float | None = None
     # normalisation of state / action with the dataset stats stored in the checkpoint
     state_norm: str = "mean_std"
     action_norm: str = "mean_std"
@@ -56,6 +60,10 @@ class FlowMatchingConfig:
             raise ValueError(f"tokenizer={self.tokenizer!r}: use 'byte' or 'hf:<local folder>'")
         if not 0.0 <= self.cond_dropout <= 1.0:
             raise ValueError(f"cond_dropout={self.cond_dropout} not in [0, 1]")
+        if self.keypoints < 0:
+            raise ValueError(f"keypoints={self.keypoints} must be >= 0")
+        if self.inference_cond not in (None, 0, 1):
+            raise ValueError(f"inference_cond={self.inference_cond} must be 0, 1 or null")
         if len(self.image_size) != 2 or not self.cameras:
             raise ValueError("image_size must be [H, W] and cameras non-empty")
 

@@ -78,7 +78,10 @@ class FlowMatchingModel(nn.Module):
         d, de = cfg.d_model, cfg.d_expert
         self.cfg = cfg
         self.vision = nn.ModuleDict(
-            {c: make_vision_encoder(cfg.vision, cfg.cnn_channels, d, cfg.image_size) for c in cfg.cameras}
+            {
+                c: make_vision_encoder(cfg.vision, cfg.cnn_channels, d, cfg.image_size, cfg.keypoints)
+                for c in cfg.cameras
+            }
         )
         self.camera_emb = nn.Parameter(torch.randn(len(cfg.cameras), d) * 0.02)
         self.text_emb = nn.Embedding(vocab_size, d)

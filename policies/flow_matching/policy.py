@@ -68,6 +68,13 @@ class FlowMatchingPolicy(nn.Module):
         state = self.normalizer.normalize(STATE, obs[STATE].to(self.device).float())
         return self.model.encode_prefix(images, text.to(self.device), text_mask.to(self.device), state)
 
+    def features(self, obs: Batch) -> Tensor:  # [B, d_model]
+        """The prefix (vision-language-proprio) tokens, mean-pooled over valid tokens: what critics read
+        when they reuse the policy's representation (callers detach it: stop-gradient)."""
+        feats, mask = self._prefix(obs)
+        m = mask.to(feats.dtype)[..., None]
+        return (feats * m).sum(1) / m.sum(1).clamp(min=1.0)
+
     def sample_time(self, n: int, generator: torch.Generator | None = None) -> Tensor:  # [n]
         """tau = 1 - (eps + (1 - eps) s), s ~ Beta(a, b). With a generator (reproducible), Beta(a, 1) and
         Beta(1, b) are drawn by inverting their CDFs (s = u^(1/a), s = 1 - u^(1/b))."""

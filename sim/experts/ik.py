@@ -56,3 +56,12 @@ class ArmIK:
         q[self._arm] = q_arm
         self.config.update(q)
         return self.config.get_transform_frame_to_world(grip_site_name(), "site").translation()
+
+    def site_yaw(self, q_arm: np.ndarray) -> float:
+        """Yaw about world z of the grip frame (the inverse of :func:`down_rotation`'s yaw)."""
+        q = self.model.qpos0.copy()
+        q[self._arm] = q_arm
+        self.config.update(q)
+        rot = self.config.get_transform_frame_to_world(grip_site_name(), "site").rotation().as_matrix()
+        rz = rot @ DOWN.T  # = Rz(yaw) when the grip points down
+        return float(np.arctan2(rz[1, 0], rz[0, 0]))

@@ -44,13 +44,15 @@ class ScriptedExpert:
         self.rng = np.random.default_rng(seed)
         self.ik = ik or ArmIK()
 
-    def reset(self) -> None:
+    def reset(self, takeover: bool = False) -> None:
+        """Plan from the current state. ``takeover=True``: mid-episode (a teleoperator taking over), so
+        start at the task's :meth:`~sim.tasks.base.Task.takeover_phase` and the gripper's current yaw."""
         env = self.env
         self.phases: list[Phase] = list(env.task.plan(env.model, env.data))
         self.q_cmd = env.joint_state()[:7].astype(np.float64)
         self.ref = env.grip_pos()
-        self.yaw = 0.0
-        self.k = -1
+        self.yaw = self.ik.site_yaw(self.q_cmd) if takeover else 0.0
+        self.k = env.task.takeover_phase(env.model, env.data, self.phases) - 1 if takeover else -1
         self.done = False
         self._next_phase()
 

@@ -93,5 +93,12 @@ class Task(ABC):
     def plan(self, model: mujoco.MjModel, data: mujoco.MjData) -> list[Phase]:
         """The scripted expert's phases."""
 
+    def takeover_phase(self, model: mujoco.MjModel, data: mujoco.MjData, phases: list[Phase]) -> int:
+        """The phase a teleoperator taking over mid-episode starts from (default: the first).
+
+        Tasks that carry an object override this: when the object is already held, start at "carry".
+        """
+        return 0
+
 
 TASKS: Registry[type[Task]] = Registry("task")

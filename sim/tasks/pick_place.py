@@ -29,6 +29,17 @@ def released(model, data) -> bool:
     return bool(data.qpos[finger_qpos_adr(model)[0]] > 0.025)
 
 
+def held(model, data, obj: str, half: float) -> bool:
+    """``obj`` is in the closed gripper and off the table."""
+    return not released(model, data) and bool(data.body(obj).xpos[2] > half + 0.02)
+
+
+def carry_phase_if_held(model, data, phases: list[Phase], obj: str, half: float) -> int:
+    """The "carry" phase when ``obj`` is held, else the first phase (used by ``Task.takeover_phase``)."""
+    names = [p.name for p in phases]
+    return names.index("carry") if "carry" in names and held(model, data, obj, half) else 0
+
+
 def grasp_phases(obj: str, half: float, lift: float = 0.15) -> list[Phase]:
     """Above the object -> descend -> close -> lift (shared by every pick task)."""
 
@@ -105,3 +116,6 @@ class PickPlace(Task):
             return self._bin(m, d) + np.array([0, 0, 0.07]), 0.0
 
         return grasp_phases("cube", CUBE_HALF) + place_phases(drop)
+
+    def takeover_phase(self, model, data, phases):
+        return carry_phase_if_held(model, data, phases, "cube", CUBE_HALF)

@@ -6,7 +6,7 @@ import numpy as np
 
 from sim.scene import add_box
 from sim.tasks.base import TASKS, Task, body_yaw, fold_yaw, sample_xy, set_free_pose
-from sim.tasks.pick_place import grasp_phases, place_phases, released
+from sim.tasks.pick_place import carry_phase_if_held, grasp_phases, place_phases, released
 
 TOP_HALF, BASE_HALF = 0.02, 0.025
 
@@ -44,3 +44,6 @@ class Stack(Task):
             return p, fold_yaw(body_yaw(d, "cube_base"))
 
         return grasp_phases("cube_top", TOP_HALF) + place_phases(on_base, release_settle=3, retreat=0.08)
+
+    def takeover_phase(self, model, data, phases):
+        return carry_phase_if_held(model, data, phases, "cube_top", TOP_HALF)

@@ -40,12 +40,37 @@ def lr_factor(step: int, cfg: OptimConfig, total: int) -> float:
     return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-class GradientAlgorithm:
-    """Owns the optimiser of ``policy``; subclasses implement ``update(batch)`` from the paper's equation."""
+@dataclass
+class AlgoConfig:
+    """Fields every algorithm accepts (``algo.name`` picks the class; the rest are its config's fields)."""
 
-    def __init__(self, policy: nn.Module, optim: OptimConfig, total_steps: int, seed: int = 0) -> None:
+    name: str = "sft"
+
+
+class GradientAlgorithm:
+    """Owns the optimiser of ``policy``; subclasses implement ``update(batch)`` from the paper's equation.
+
+    Algorithms that need credit first (a critic fitted on the episodes) do it in :meth:`prepare`, which
+    the training loop calls once before the first step, and put per-frame columns into ``data.labels``.
+    """
+
+    config_class: type[AlgoConfig] = AlgoConfig
+
+    def __init__(
+        self,
+        policy: nn.Module,
+        optim: OptimConfig,
+        total_steps: int,
+        seed: int = 0,
+        config: dict[str, Any] | None = None,
+    ) -> None:
         self.policy = policy
         self.optim = optim
+        fields = {"name": "sft", **(config or {})}
+        try:
+            self.config = self.config_class(**fields)
+        except TypeError as exc:
+            raise TypeError(f"algo: {exc} (fields of {self.config_class.__name__})") from exc
         decay = [p for n, p in policy.named_parameters() if p.requires_grad and p.ndim >= 2]
         no_decay = [p for n, p in policy.named_parameters() if p.requires_grad and p.ndim < 2]
         self.optimizer = torch.optim.AdamW(
@@ -71,6 +96,10 @@ class GradientAlgorithm:
 
     def update(self, batch: Batch) -> dict[str, float]:
         raise NotImplementedError
+
+    def prepare(self, data: Any, out: Any, progress: bool = True) -> dict[str, float]:
+        """Once before training (and again on resume): fit critics, label ``data``. Returns a summary."""
+        return {}
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -52,6 +52,13 @@ EpisodeInfo = EpisodeMeta
 extra)."""
 
 
+def feature_names(root: str | Path) -> list[str]:
+    """The per-frame feature keys of a dataset (``meta/info.json``)."""
+    root = Path(root)
+    _require_dataset(root)
+    return list(json.loads((root / _INFO).read_text())["features"])
+
+
 def read_episode_info(root: str | Path) -> list[EpisodeInfo]:
     """Reads the sidecar: one :class:`EpisodeInfo` per committed episode, in index order."""
     return list(read_sidecar(root))

@@ -24,8 +24,9 @@ class PolicyRunner:
         policy: Any registered policy (``load_policy``); put in eval mode if it is an ``nn.Module``.
         cameras: Camera names the policy reads, in the env observation (``obs[cam]`` uint8 [H, W, 3]).
         device: Where the policy lives.
-        cond: Advantage indicator for conditioned policies (0 or 1; None = unconditioned).
-        guidance: Classifier-free guidance scale (None = no CFG).
+        cond: Advantage indicator for conditioned policies (0 or 1; None = the policy config's
+            ``inference_cond``, which RECAP-trained checkpoints set to 1; else unconditioned).
+        guidance: Classifier-free guidance scale (None = the config's ``inference_guidance``, else no CFG).
         num_steps: Integration steps of the sampler (None = the policy's default).
         seed: Seed of the noise generator (None = nondeterministic).
     """
@@ -41,6 +42,9 @@ class PolicyRunner:
         num_steps: int | None = None,
         seed: int | None = None,
     ) -> None:
+        config = getattr(policy, "config", None)  # a post-trained checkpoint names its inference defaults
+        cond = cond if cond is not None else getattr(config, "inference_cond", None)
+        guidance = guidance if guidance is not None else getattr(config, "inference_guidance", None)
         if cond not in (None, 0, 1):
             raise ValueError(f"cond={cond} must be 0, 1 or None")
         self.policy = policy

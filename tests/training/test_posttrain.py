@@ -1,0 +1,158 @@
+"""Post-training through the one loop: vla-train algo=<recap|aloe|habc|awbc> from a base checkpoint,
+exact resume with the critic's labels, and closed-loop rounds with sim rollouts."""
+
+import json
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from policies.flow_matching import debug_config
+from sim.collect import CollectConfig, collect
+from sim.env import EnvConfig
+from training.config import TrainConfig
+from training.data import DataConfig
+from training.loop import Trainer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from toy_episodes import write_toy_episodes  # noqa: E402
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    """A toy dataset and a few-step SFT checkpoint on it."""
+    tmp = tmp_path_factory.mktemp("post")
+    root = write_toy_episodes(tmp / "toy")
+    cfg = TrainConfig(
+        policy=asdict(debug_config(chunk_size=4)),
+        data=DataConfig(roots=[str(root)], random_shift=0),
+        out=str(tmp / "sft"),
+        steps=5,
+        batch_size=8,
+        threads=1,
+        progress=False,
+    )
+    return root, Trainer(cfg).run()
+
+
+def _train(args, cwd):
+    res = subprocess.run(
+        [str(BIN / "vla-train"), *args], capture_output=True, text=True, timeout=600, cwd=cwd
+    )
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return res.stdout
+
+
+SMALL = {
+    "recap": ["algo.critic.steps=30", "algo.critic.bins=21", "algo.critic.n_step=3"],
+    "aloe": ["algo.critic.steps=30", "algo.critic.ensemble=3", "algo.critic.samples=2"],
+    "habc": ["algo.critic.steps=30"],
+    "awbc": ["algo.critic.steps=30", "algo.critic.n_step=3"],
+}
+
+
+@pytest.mark.parametrize("method", list(SMALL))
+def test_posttrain_preset_runs_from_a_base_checkpoint(base, tmp_path, method):
+    root, ckpt = base
+    out = tmp_path / method
+    stdout = _train(
+        [
+            f"experiment=posttrain_{method}",
+            f"init_from={ckpt}",
+            f"data.roots=[{root}]",
+            "env=none",
+            "steps=4",
+            "batch_size=8",
+            "threads=1",
+            "progress=false",
+            f"out={out}",
+            "algo.critic.batch_size=32",
+            *SMALL[method],
+        ],
+        tmp_path,
+    )
+    assert "credit:" in stdout
+    labels = load_file(str(out / "critic/labels.safetensors"))
+    assert ("cond" in labels) == (method == "recap") and ("weight" in labels) == (method != "recap")
+    config = yaml.safe_load((out / "checkpoints/last/config.yaml").read_text())
+    assert config["chunk_size"] == 4  # the base checkpoint's architecture, not the policy= group's
+    assert config["inference_cond"] == (1 if method == "recap" else None)
+    summary = json.loads((out / "critic/summary.json").read_text())
+    assert summary["critic_loss_end"] < summary["critic_loss_start"]
+
+
+def test_posttrain_resume_is_exact_and_reuses_the_labels(base, tmp_path):
+    root, ckpt = base
+    common = [
+        "experiment=posttrain_recap",
+        f"init_from={ckpt}",
+        f"data.roots=[{root}]",
+        "env=none",
+        "steps=8",
+        "save_every=4",
+        "batch_size=8",
+        "threads=1",
+        "progress=false",
+        *SMALL["recap"],
+    ]
+    _train([*common, f"out={tmp_path / 'straight'}"], tmp_path)
+    _train([*common, f"out={tmp_path / 'split'}", "stop_after=4"], tmp_path)
+    labels = (tmp_path / "split/critic/labels.safetensors").stat().st_mtime_ns
+    second = _train([*common, f"out={tmp_path / 'split'}"], tmp_path)
+    assert "at step 4" in second
+    assert (tmp_path / "split/critic/labels.safetensors").stat().st_mtime_ns == labels  # not refitted
+    a = load_file(str(tmp_path / "straight/checkpoints/last/model.safetensors"))
+    b = load_file(str(tmp_path / "split/checkpoints/last/model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_closed_loop_round_collects_rollouts_trains_and_evaluates(tmp_path):
+    demos = tmp_path / "demos"
+    collect(
+        CollectConfig(
+            task="reach", episodes=3, out=str(demos), progress=False, env=EnvConfig(image_size=(32, 32))
+        )
+    )
+    cfg = TrainConfig(
+        policy=asdict(debug_config()),
+        data=DataConfig(roots=[str(demos)], random_shift=0),
+        out=str(tmp_path / "sft"),
+        steps=3,
+        batch_size=8,
+        threads=1,
+        progress=False,
+    )
+    ckpt = Trainer(cfg).run()
+    out = tmp_path / "loop"
+    stdout = _train(
+        [
+            "experiment=posttrain_recap",
+            f"init_from={ckpt}",
+            f"data.roots=[{demos}]",
+            "loop.rounds=1",
+            "loop.rollout_episodes=2",
+            "+loop.teleop={stall_steps: 5, length: 60}",
+            "env.episodes=2",
+            "env.workers=1",
+            "env.horizon=4",
+            "steps=3",
+            "batch_size=8",
+            "threads=1",
+            "progress=false",
+            f"out={out}",
+            *SMALL["recap"],
+        ],
+        tmp_path,
+    )
+    rounds = json.loads((out / "rounds.json").read_text())
+    assert [r["round"] for r in rounds] == [0, 1]
+    assert (out / "rounds.png").stat().st_size > 1000
+    assert (out / "round_1/rollouts/meta/vla_episodes.jsonl").exists()
+    assert "| base |" in stdout

@@ -1,0 +1,123 @@
+"""Closed-loop post-training rounds: rollouts with interventions -> critic -> post-training -> evaluation.
+
+``vla-train experiment=posttrain_<method> init_from=<base checkpoint> loop.rounds=<n>`` runs, per round r,
+
+1. rollouts of the current checkpoint with the simulated operator (through the env runner's ``collect``,
+   so ``training`` never imports the simulator),
+2. the algorithm's critic on demos + every round's rollouts so far, then post-training from the current
+   checkpoint (one :class:`~training.loop.Trainer` run, the one training loop),
+3. evaluation of the result,
+
+and writes ``<out>/rounds.json`` and ``<out>/rounds.png`` (success per round, round 0 = the base).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from training.config import TrainConfig
+from training.loop import Trainer
+from vla.evaluation import make_runner
+
+
+def _runner(cfg: TrainConfig, out: Path):
+    e = cfg.env
+    if not e.runner:
+        raise ValueError("loop.rounds > 0 needs an env runner to collect rollouts: set env=sim")
+    return make_runner(
+        e.runner,
+        e.module,
+        task=e.task,
+        episodes=e.episodes,
+        workers=e.workers,
+        horizon=e.horizon,
+        seed=e.seed,
+        out=str(out / "eval"),
+    )
+
+
+def plot_rounds(rounds: list[dict[str, Any]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = [r["round"] for r in rounds]
+    y = [100 * r["success_rate"] for r in rounds]
+    lo = [100 * (r["success_rate"] - r.get("success_ci_low", r["success_rate"])) for r in rounds]
+    hi = [100 * (r.get("success_ci_high", r["success_rate"]) - r["success_rate"]) for r in rounds]
+    fig, ax = plt.subplots(figsize=(5, 3.2), dpi=120)
+    ax.errorbar(x, y, yerr=[lo, hi], marker="o", capsize=4)
+    ax.set_xticks(x, ["base" if i == 0 else f"round {i}" for i in x])
+    ax.set_ylabel("success (%) with 95% CI")
+    ax.set_ylim(0, 100)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def closed_loop(cfg: TrainConfig) -> Path:
+    """Run ``cfg.loop.rounds`` rounds from ``cfg.init_from``; returns the last round's checkpoint."""
+    loop = cfg.loop
+    if not cfg.init_from:
+        raise ValueError("loop.rounds > 0 post-trains a base policy: set init_from=<checkpoint folder>")
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    runner = _runner(cfg, out)
+    report = out / "rounds.json"
+    rounds: list[dict[str, Any]] = json.loads(report.read_text()) if report.exists() else []
+    ckpt = Path(cfg.init_from)
+    if not rounds:  # round 0: the base policy as it is
+        print(f"round 0: evaluating the base policy {ckpt}")
+        rounds.append({"round": 0, "checkpoint": str(ckpt), **runner.run(ckpt, 0)})
+        report.write_text(json.dumps(rounds, indent=2))
+    roots = list(cfg.data.roots)
+    for r in range(1, loop.rounds + 1):
+        rollouts = out / f"round_{r}" / "rollouts"
+        roots.append(str(rollouts))
+        done = next((x for x in rounds if x["round"] == r), None)
+        if done is not None:  # finished in an earlier, interrupted run
+            ckpt = Path(done["checkpoint"])
+            continue
+        if not (rollouts / "meta" / "vla_episodes.jsonl").exists():
+            print(f"round {r}: {loop.rollout_episodes} rollouts of {ckpt} with the simulated operator")
+            stats = runner.collect(
+                ckpt,
+                rollouts,
+                episodes=loop.rollout_episodes,
+                seed=loop.rollout_seed + r * loop.rollout_episodes,
+                teleop=dict(loop.teleop),
+            )
+            print("rollouts: " + ", ".join(f"{k}={v}" for k, v in stats.items()))
+        round_cfg = dataclasses.replace(
+            cfg,
+            init_from=str(ckpt),
+            out=str(out / f"round_{r}" / "train"),
+            data=dataclasses.replace(cfg.data, roots=list(roots)),
+            loop=dataclasses.replace(loop, rounds=0),
+        )
+        trainer = Trainer(round_cfg)
+        ckpt = trainer.run()
+        metrics = trainer.last_metrics or runner.run(ckpt, r)
+        rounds.append({"round": r, "checkpoint": str(ckpt), **trainer.prepared, **metrics})
+        report.write_text(json.dumps(rounds, indent=2))
+    plot_rounds(rounds, out / "rounds.png", f"{cfg.algo['name']} on {cfg.env.task}")
+    print(rounds_table(rounds))
+    print(f"plot: {out / 'rounds.png'}")
+    return ckpt
+
+
+def rounds_table(rounds: list[dict[str, Any]]) -> str:
+    lines = ["| round | success | 95% CI | mean length |", "|---|---|---|---|"]
+    for r in rounds:
+        lines.append(
+            f"| {'base' if r['round'] == 0 else r['round']} | {100 * r['success_rate']:.0f}% "
+            f"| [{100 * r.get('success_ci_low', 0):.0f}, {100 * r.get('success_ci_high', 1):.0f}] "
+            f"| {r.get('mean_length', float('nan')):.1f} |"
+        )
+    return "\n".join(lines)

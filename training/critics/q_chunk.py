@@ -1,0 +1,169 @@
+"""ALOE's critic: a chunk-level Q ensemble trained by chunked TD, bootstrapping with chunks sampled from
+the current policy (off-policy evaluation of that policy), with Polyak-averaged targets."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+from tqdm import tqdm
+
+from training.critics.base import CRITICS, Critic, CriticConfig, mlp
+from training.critics.targets import (
+    advantage_weights,
+    aggregate_heads,
+    chunk_td_target,
+    episode_rewards,
+    polyak_update,
+    positive_threshold,
+    recap_indicator,
+)
+
+
+@dataclass
+class QChunkConfig(CriticConfig):
+    ensemble: int = 10  # K heads
+    chunk: int = 0  # H of the critic's chunks; 0 = the policy's chunk size
+    gamma: float = 0.99  # per step
+    polyak: float = 0.005  # tau of the target update
+    aggregate: str = "min2"  # "min2" (min of two random heads) or "mean_std"
+    samples: int = 4  # M policy chunks per frame: the baseline mean_j Q(o, A'_j) and the bootstrap A'
+    beta: float = 0.1  # w = min(exp(A / beta), w_max)
+    w_max: float = 20.0
+    mode: str = "weight"  # "weight" (advantage-weighted) or "indicator" (threshold, RECAP's path)
+    positive_fraction: float = 0.3
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.ensemble < 2 or self.samples < 1:
+            raise ValueError(f"ensemble={self.ensemble} >= 2 and samples={self.samples} >= 1 required")
+        if self.mode not in ("weight", "indicator") or self.aggregate not in ("min2", "mean_std"):
+            raise ValueError(f"mode={self.mode!r} / aggregate={self.aggregate!r} not known")
+
+
+class QEnsemble(nn.Module):
+    """K MLP heads Q_k(feat, flat chunk): [B, d], [B, H, A] -> [K, B]."""
+
+    def __init__(self, d: int, chunk_dim: int, k: int, hidden: int, layers: int) -> None:
+        super().__init__()
+        self.heads = nn.ModuleList(mlp(d + chunk_dim, hidden, layers, 1) for _ in range(k))
+
+    def forward(self, feat: Tensor, chunk: Tensor) -> Tensor:
+        x = torch.cat([feat, chunk.flatten(1)], dim=-1)
+        return torch.stack([h(x).squeeze(-1) for h in self.heads])
+
+
+@CRITICS.register("chunk_q")
+class ChunkQCritic(Critic):
+    """Q_k(o_t, A_t), k = 1..K, regressed on the chunked TD target (Q-chunking; ALOE)
+
+        y_t = sum_{i<H} gamma^i r_{t+i} + gamma^H (1 - done) agg_k Qbar_k(o_{t+H}, A'),  A' ~ pi(. | o_{t+H}),
+        L = sum_k (Q_k(o_t, A_t) - y_t)^2,   Qbar <- (1 - tau) Qbar + tau Q,
+
+    with RECAP's normalised reward (-1/T_max per step, -C_fail/T_max at a failed end), the sum truncated
+    at the terminal. Labels: A(o, A_t) = Q(o, A_t) - mean_{j<M} Q(o, A'_j) and the weight
+    w = min(exp(A / beta), w_max) as ``weight`` (or the thresholded indicator as ``cond``).
+    Human chunks are critic data as they are.
+    """
+
+    config_class = QChunkConfig
+    name = "chunk_q"
+
+    def __init__(self, cfg: QChunkConfig, data, policy, progress: bool = True) -> None:
+        super().__init__(cfg, data, policy, progress)
+        if policy is None or not hasattr(policy, "sample_chunk"):
+            raise ValueError("chunk_q bootstraps with the current policy's chunks: pass the policy")
+        self.h = cfg.chunk or int(policy.chunk_size)
+        n, a_dim = data.action.shape
+        self.ensemble = QEnsemble(self.features.dim, self.h * a_dim, cfg.ensemble, cfg.hidden, cfg.layers)
+        self.ensemble_target = copy.deepcopy(self.ensemble).requires_grad_(False)
+        rewards = torch.zeros(n)
+        done = torch.zeros(n, dtype=torch.bool)
+        for e, meta in enumerate(data.episodes):
+            sl = data.episode_frames(e)
+            rewards[sl] = torch.from_numpy(episode_rewards(meta.length, meta.success, cfg.reward)).float()
+            done[sl.stop - 1] = True
+        self.rewards, self.done = rewards, done
+        self.samples = self._policy_samples(policy)  # [N, M, H, A] normalised
+
+    def _policy_samples(self, policy) -> Tensor:
+        cfg: QChunkConfig = self.cfg  # type: ignore[assignment]
+        gen = torch.Generator().manual_seed(cfg.seed + 1)
+        out = []
+        was_training = policy.training
+        policy.eval()
+        n = len(self.data)
+        step = max(1, cfg.feature_batch // cfg.samples)
+        with torch.no_grad():
+            for s in tqdm(range(0, n, step), desc="policy chunks", disable=not self.progress, unit="batch"):
+                idx = torch.arange(s, min(s + step, n)).repeat_interleave(cfg.samples)
+                chunk = policy.sample_chunk(self.data.observations(idx), generator=gen).float().cpu()
+                chunk = chunk[:, : self.h]
+                if chunk.shape[1] < self.h:  # a critic chunk longer than the policy's: hold the last action
+                    chunk = torch.cat([chunk, chunk[:, -1:].expand(-1, self.h - chunk.shape[1], -1)], 1)
+                out.append(
+                    ((chunk - self.a_mean) / self.a_std).view(-1, cfg.samples, self.h, chunk.shape[-1])
+                )
+        policy.train(was_training)
+        return torch.cat(out)
+
+    def q_values(self, feat: Tensor, chunk: Tensor, target: bool = False) -> Tensor:  # [K, B]
+        return (self.ensemble_target if target else self.ensemble)(feat, chunk)
+
+    def q(self, obs, chunk: Tensor) -> Tensor:  # type: ignore[override]
+        """Critic protocol: Q_k(o, A) [K, B] for raw observations and raw chunks [B, H, A]."""
+        with torch.no_grad():
+            return self.q_values(self.features.encode(obs), (chunk - self.a_mean) / self.a_std)
+
+    def td_target(self, idx: Tensor) -> Tensor:  # [B]
+        cfg: QChunkConfig = self.cfg  # type: ignore[assignment]
+        steps = idx[:, None] + torch.arange(self.h)[None]  # [B, H]
+        end = self.data.episode_end[idx][:, None]
+        inside = steps < end
+        steps_c = torch.minimum(steps, end - 1)
+        rewards = torch.where(inside, self.rewards[steps_c], torch.zeros(()))
+        dones = self.done[steps_c] | ~inside
+        nxt = steps_c[:, -1] + 1  # o_{t+H} (only used where no terminal is inside the chunk)
+        nxt = torch.minimum(nxt, self.data.episode_end[idx] - 1)
+        with torch.no_grad():
+            boot = aggregate_heads(
+                self.q_values(self.features(nxt), self.samples[nxt, 0], target=True),
+                cfg.aggregate,
+                self.generator,
+            )
+        return chunk_td_target(rewards, dones, boot, cfg.gamma)
+
+    def loss(self, idx: Tensor) -> Tensor:
+        y = self.td_target(idx)
+        q = self.q_values(self.features(idx), self.chunks(idx, self.h))  # [K, B]
+        return (q - y[None]).pow(2).sum(0)
+
+    def after_step(self) -> None:
+        polyak_update(self.ensemble_target, self.ensemble, self.cfg.polyak)  # type: ignore[attr-defined]
+
+    def label(self) -> dict[str, Tensor]:
+        cfg: QChunkConfig = self.cfg  # type: ignore[assignment]
+
+        def adv(idx: Tensor) -> Tensor:
+            feat = self.features(idx)
+            q_data = self.q_values(feat, self.chunks(idx, self.h)).mean(0)
+            m = cfg.samples
+            feat_m = feat.repeat_interleave(m, 0)
+            q_pi = self.q_values(feat_m, self.samples[idx].flatten(0, 1)).mean(0).view(-1, m).mean(1)
+            return torch.stack([q_data, q_data - q_pi], -1)
+
+        both = self.per_frame(adv, batch=1024)
+        value, a = both[:, 0], both[:, 1]
+        out = {"value": value, "advantage": a}
+        if cfg.mode == "indicator":
+            human = self.data.is_intervention
+            eps = positive_threshold(
+                a[~human].numpy() if (~human).any() else a.numpy(), cfg.positive_fraction
+            )
+            out["cond"] = torch.from_numpy(recap_indicator(a.numpy(), human.numpy(), eps))
+        else:
+            w = advantage_weights(a, cfg.beta, cfg.w_max)
+            out["weight"] = w / w.mean()
+        return out
