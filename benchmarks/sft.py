@@ -48,7 +48,12 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=200, help="expert demos")
     p.add_argument("--minutes", type=float, default=45.0, help="CPU training budget")
     p.add_argument("--eval-episodes", type=int, default=50)
-    p.add_argument("--horizon", type=int, default=10, help="actions executed per chunk at evaluation")
+    p.add_argument(
+        "--horizon",
+        type=int,
+        default=None,
+        help="actions executed per chunk at evaluation (default: the preset's)",
+    )
     p.add_argument("--eval-during-training", action="store_true", help="keep the preset's periodic sim eval")
     p.add_argument("--out", default=None)
     p.add_argument("--demos", default=None, help="dataset folder of the demos (default <out>/demos)")
@@ -83,7 +88,7 @@ def main() -> None:
         episodes=args.eval_episodes,
         workers=2,
         seed=10_000,
-        horizon=args.horizon,
+        horizon=args.horizon or tcfg.env.horizon or 10,
         out=str(out / "eval"),
         videos=3,
         env=EnvConfig(task=args.task, image_size=tuple(tcfg.policy["image_size"])),
@@ -97,6 +102,7 @@ def main() -> None:
         "train_minutes": round(train_min, 1),
         "budget_minutes": args.minutes,
         "steps": tcfg.steps,
+        "horizon": args.horizon or tcfg.env.horizon or 10,
         "success": result.successes,
         "episodes": result.n,
         "success_rate": result.success_rate,

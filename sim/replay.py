@@ -26,6 +26,11 @@ class ReplayConfig:
     sheet_frames: int = 10
     render: bool = False  # render cameras during replay (slower; only needed to compare images)
     progress: bool = True
+    # offline replay through a fitted critic (no simulation): value / advantage along episodes -> PNG
+    critic: str | None = None  # a critic folder (<post-training out>/critic)
+    plot: str | None = None  # the PNG (default <critic>/credit.png)
+    plot_episodes: int = 8
+    critic_module: str = "training.critic_replay"  # imported by name: sim does not import training
 
 
 def replay_episode(env: TabletopEnv, actions: np.ndarray, extra: dict) -> bool:

@@ -117,7 +117,8 @@ class RolloutSummary:
 
     def table(self) -> str:
         return (
-            "| episodes | success | with takeover | takeovers | intervention frames |\n|---|---|---|---|---|\n"
+            "| episodes | success | with takeover | takeovers | intervention frames |\n"
+            "|---|---|---|---|---|\n"
             f"| {self.episodes} | {self.successes}/{self.episodes} | {self.episodes_with_takeover} "
             f"| {self.takeovers} | {self.intervention_frames}/{self.frames} |"
         )

@@ -31,9 +31,9 @@ class FlowMatchingConfig:
     tokenizer: str = "byte"
     max_text_len: int = 48
     # action expert
-    d_expert: int = 192
+    d_expert: int = 128
     n_expert_heads: int = 4
-    n_expert_layers: int = 4
+    n_expert_layers: int = 3
     mlp_ratio: float = 4.0
     dropout: float = 0.0
     # flow matching (pi0): tau = 1 - (eps + (1 - eps) s), s ~ Beta(a, b); tau = 0 noise, tau = 1 data

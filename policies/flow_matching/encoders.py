@@ -65,7 +65,7 @@ class SpatialSoftmax(nn.Module):
 
     def forward(self, feat: Tensor) -> Tensor:  # [B, C, h, w] -> [B, K, d]
         f = self.proj(feat)
-        b, k, h, w = f.shape
+        _, _, h, w = f.shape
         attn = torch.softmax(f.flatten(2) / self.log_temp.exp(), dim=-1)  # [B, K, h*w]
         ys = torch.linspace(-1.0, 1.0, h, device=f.device, dtype=f.dtype)
         xs = torch.linspace(-1.0, 1.0, w, device=f.device, dtype=f.dtype)

@@ -1,4 +1,7 @@
-"""``vla-replay dataset=<dir>``: open-loop replay of every episode from its recorded initial state."""
+"""``vla-replay dataset=<dir>``: open-loop replay of every episode from its recorded initial state.
+``vla-replay dataset=<dir> critic=<critic folder>``: value and advantage along the episodes (PNG)."""
+
+import importlib
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -13,6 +16,11 @@ ConfigStore.instance().store(name="replay_schema", node=ReplayConfig)
 @hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="replay")
 def _run(cfg: DictConfig) -> None:
     c: ReplayConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    if c.critic:  # offline, through the critic (the module is named in config, like env runners)
+        module = importlib.import_module(c.critic_module)
+        path = module.replay_through_critic(c.dataset, c.critic, c.plot, c.plot_episodes)
+        print(f"credit plot: {path}")
+        return
     k, n = replay(c)
     print(f"replay success: {k}/{n}")
 

@@ -12,7 +12,7 @@ from training.critics import CRITICS
 from training.data import ChunkDataset, DataConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from toy_episodes import write_toy_episodes  # noqa: E402
+from toy_episodes import write_toy_episodes
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from training.data import DataConfig
 from training.loop import Trainer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from toy_episodes import write_toy_episodes  # noqa: E402
+from toy_episodes import write_toy_episodes
 
 BIN = Path(sys.executable).parent
 
@@ -156,3 +156,39 @@ def test_closed_loop_round_collects_rollouts_trains_and_evaluates(tmp_path):
     assert (out / "rounds.png").stat().st_size > 1000
     assert (out / "round_1/rollouts/meta/vla_episodes.jsonl").exists()
     assert "| base |" in stdout
+
+
+def test_vla_replay_through_the_critic_plots_credit(base, tmp_path):
+    root, ckpt = base
+    out = tmp_path / "recap"
+    _train(
+        [
+            "experiment=posttrain_recap",
+            f"init_from={ckpt}",
+            f"data.roots=[{root}]",
+            "env=none",
+            "steps=2",
+            "batch_size=8",
+            "threads=1",
+            "progress=false",
+            f"out={out}",
+            *SMALL["recap"],
+        ],
+        tmp_path,
+    )
+    res = subprocess.run(
+        [
+            str(BIN / "vla-replay"),
+            f"dataset={root}",
+            f"critic={out / 'critic'}",
+            f"plot={tmp_path / 'credit.png'}",
+            "plot_episodes=4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "credit plot:" in res.stdout and (tmp_path / "credit.png").stat().st_size > 10_000
+    assert "mean value: success" in res.stdout

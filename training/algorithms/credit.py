@@ -51,7 +51,11 @@ class CreditAlgorithm(GradientAlgorithm):
                 "critic_loss_end": float(sum(history[-k:]) / k),
                 **self.describe(labels),
             }
-            critic.save(folder, extra={"frames": len(data)})
+            critic.save(
+                folder, extra={"frames": len(data), "cameras": list(data.cameras), "chunk_size": data.H}
+            )
+            if critic.cfg.encoder == "policy":  # the features it reads: the policy before post-training
+                self.policy.save(folder / "policy")
             save_file({k: v.contiguous() for k, v in labels.items()}, str(folder / LABELS_FILE))
             (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
         missing = [k for k in self.needed_labels() if k not in labels]

@@ -121,7 +121,7 @@ class OwnEncoder(nn.Module):
         return torch.cat(parts, dim=-1)
 
 
-# ---- the critic base ----------------------------------------------------------------------------------------
+# ---- the critic base --------------------------------------------------------------------------------------
 class Critic(nn.Module):
     """Subclasses set ``config_class``, build heads in ``__init__``, and implement ``loss`` and ``label``."""
 

@@ -65,6 +65,7 @@ class ChunkExecutor:
         horizon: int,
         chunk_size: int,
         temporal_ensemble: float | None = None,
+        upcycle: Callable[[np.ndarray, int], int] | None = None,
     ) -> None:
         if chunk_size < 1:
             raise ValueError(f"chunk_size H={chunk_size} must be >= 1")
@@ -81,6 +82,7 @@ class ChunkExecutor:
         self.horizon = horizon
         self.chunk_size = chunk_size
         self.temporal_ensemble = temporal_ensemble
+        self.upcycle = upcycle  # (chunk, h0) -> h*: execution-horizon upcycling (vla.runtime.upcycling)
         self.reset()
 
     def reset(self) -> None:
@@ -91,6 +93,7 @@ class ChunkExecutor:
         self._chunk: np.ndarray | None = None  # [H, A], the chunk being executed
         self._index = 0  # next action of _chunk
         self._end = 0  # _chunk runs until this index (its horizon when it was sampled)
+        self.horizons: list[int] = []  # executed horizon of each chunk (with upcycling)
         self._plans: deque[tuple[int, np.ndarray]] = (
             deque()
         )  # temporal ensembling: (step, chunk), oldest first
@@ -115,10 +118,19 @@ class ChunkExecutor:
             action = self._ensembled(obs)
         else:
             if self._needs_chunk():
-                self._chunk, self._index, self._end = self._sample(obs), 0, self.horizon
+                self._chunk, self._index = self._sample(obs), 0
+                self._end = self.horizon if self.upcycle is None else self._upcycled(self._chunk)
             action = self._next_action()
         self.steps += 1
         return action
+
+    def _upcycled(self, chunk: np.ndarray) -> int:
+        assert self.upcycle is not None
+        h = int(self.upcycle(chunk, self.horizon))
+        if not self.horizon <= h <= self.chunk_size:
+            raise ValueError(f"upcycled horizon {h} outside [h0={self.horizon}, H={self.chunk_size}]")
+        self.horizons.append(h)
+        return h
 
     def _needs_chunk(self) -> bool:
         return self._chunk is None or self._index >= self._end

@@ -1,0 +1,240 @@
+"""One post-training method against the control ("SFT continued on the same data"), over seeds.
+
+    python benchmarks/posttrain.py --method recap --seeds 3      # or aloe | habc | awbc
+
+On the fixed task (reach by default):
+
+1. expert demos (collected once), then a deliberately weak base SFT (few steps; cached);
+2. per seed s: rollouts of the base with the simulated operator (HG-DAgger takeovers), shared by the
+   method and the control of that seed;
+3. the control: ``vla-train experiment=posttrain_sft`` from the base on demos + rollouts (cached per seed);
+4. the method: ``vla-train experiment=posttrain_<method>`` from the base on the same data;
+5. both evaluated on the same episodes.
+
+Writes benchmarks/results/posttrain_<method>.json, a markdown table (mean and 95% interval over seeds)
+into docs/results.md, and prints ``lift over control: <points>`` as its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+import sim  # noqa: F401  (GL backend before mujoco)
+from sim.collect import CollectConfig, collect
+from sim.env import EnvConfig
+from sim.evaluation import EvalConfig, evaluate
+from sim.rollout import RolloutConfig, rollout
+from sim.teleop import TeleopConfig
+from training.config import TrainConfig
+from training.loop import train
+from training.scripts.train import ConfigStore  # noqa: F401  (registers the train schema)
+from vla.data.reader import read_episode_info
+from vla.hydra_utils import CONFIG_DIR
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+DOCS = ROOT / "docs" / "results.md"
+T_975 = {1: 12.71, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def _compose(overrides: list[str]) -> TrainConfig:
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        cfg = compose("train", overrides=overrides)
+    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+
+
+def _evaluate(ckpt: Path, task: str, episodes: int, out: Path, horizon: int) -> dict:
+    r = evaluate(
+        EvalConfig(
+            checkpoint=str(ckpt),
+            task=task,
+            episodes=episodes,
+            workers=2,
+            seed=20_000,  # the same episodes for every policy; unlike demo, rollout and training seeds
+            horizon=horizon,
+            out=str(out),
+            videos=0,
+            progress=False,
+        )
+    )
+    return {"success": r.successes, "episodes": r.n, "rate": r.success_rate, "ci95": list(r.ci95)}
+
+
+def mean_ci(values: list[float]) -> tuple[float, float, float]:
+    """Mean and a 95% t-interval over seeds."""
+    n = len(values)
+    m = sum(values) / n
+    if n < 2:
+        return m, float("nan"), float("nan")
+    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
+    half = T_975.get(n - 1, 1.96) * sd / math.sqrt(n)
+    return m, m - half, m + half
+
+
+def _cached(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--method", required=True, choices=["recap", "aloe", "habc", "awbc"])
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--task", default="reach")
+    p.add_argument("--demos", type=int, default=100)
+    p.add_argument("--demo-dir", default=None, help="dataset folder of the demos (default <out>/demos)")
+    p.add_argument("--base-steps", type=int, default=1200, help="the deliberately weak base SFT")
+    p.add_argument("--steps", type=int, default=1000, help="post-training steps (method and control)")
+    p.add_argument("--rollouts", type=int, default=60, help="rollout episodes per seed")
+    p.add_argument("--eval-episodes", type=int, default=50)
+    p.add_argument("--horizon", type=int, default=10)
+    p.add_argument("--out", default="outputs/bench_posttrain")
+    p.add_argument(
+        "overrides", nargs="*", help="extra vla-train overrides for the method, e.g. algo.guidance=1.5"
+    )
+    args = p.parse_args()
+    out = Path(args.out) / args.task
+    demos = Path(args.demo_dir) if args.demo_dir else out / "demos"
+    t0 = time.perf_counter()
+
+    have = len(read_episode_info(demos)) if (demos / "meta" / "vla_episodes.jsonl").exists() else 0
+    if have < args.demos:
+        collect(
+            CollectConfig(task=args.task, episodes=args.demos, out=str(demos), env=EnvConfig(task=args.task))
+        )
+
+    base_dir = out / "base"
+    base_ckpt = base_dir / "checkpoints" / "last"
+    if not (base_ckpt / "model.safetensors").exists():
+        cfg = _compose(
+            [
+                f"experiment=sft_{args.task}",
+                f"data.roots=[{demos}]",
+                f"data.max_episodes={args.demos}",
+                f"steps={args.base_steps}",
+                f"out={base_dir}",
+                "env=none",
+                "max_minutes=null",
+            ]
+        )
+        train(cfg)
+    base = _cached(out / "base_eval.json")
+    if base is None:
+        base = _evaluate(base_ckpt, args.task, args.eval_episodes, out / "base_eval", args.horizon)
+        (out / "base_eval.json").write_text(json.dumps(base))
+    print(f"base SFT: {base['success']}/{base['episodes']}")
+
+    rows = []
+    for s in range(args.seeds):
+        sdir = out / f"seed_{s}"
+        rollouts = sdir / "rollouts"
+        if not (rollouts / "meta" / "vla_episodes.jsonl").exists():
+            rollout(
+                RolloutConfig(
+                    checkpoint=str(base_ckpt),
+                    task=args.task,
+                    episodes=args.rollouts,
+                    workers=2,
+                    seed=100_000 + 1000 * s,
+                    horizon=args.horizon,
+                    out=str(rollouts),
+                    teleop=TeleopConfig(),
+                )
+            )
+        common = [
+            f"init_from={base_ckpt}",
+            f"data.roots=[{demos},{rollouts}]",
+            f"data.max_episodes={max(args.demos, args.rollouts)}",
+            f"steps={args.steps}",
+            f"seed={s}",
+            "env=none",
+        ]
+        result = {}
+        for name, exp, extra in (
+            ("control", "posttrain_sft", []),
+            (args.method, f"posttrain_{args.method}", list(args.overrides)),
+        ):
+            cache = sdir / f"{name}_eval.json"
+            got = _cached(cache)
+            if got is None:
+                ckpt = train(_compose([f"experiment={exp}", f"out={sdir / name}", *common, *extra]))
+                got = _evaluate(ckpt, args.task, args.eval_episodes, sdir / f"{name}_eval", args.horizon)
+                cache.write_text(json.dumps(got))
+            result[name] = got
+            print(f"seed {s} {name}: {got['success']}/{got['episodes']}")
+        rows.append(result)
+
+    ctrl = [100 * r["control"]["rate"] for r in rows]
+    meth = [100 * r[args.method]["rate"] for r in rows]
+    lift = [m - c for m, c in zip(meth, ctrl, strict=True)]
+    table = _table(args, base, ctrl, meth, lift)
+    record = {
+        "method": args.method,
+        "task": args.task,
+        "seeds": args.seeds,
+        "base": base,
+        "per_seed": rows,
+        "control_mean": mean_ci(ctrl)[0],
+        "method_mean": mean_ci(meth)[0],
+        "lift_points": mean_ci(lift)[0],
+        "args": vars(args),
+        "wall_minutes": round((time.perf_counter() - t0) / 60, 1),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"posttrain_{args.method}.json").write_text(json.dumps(record, indent=2))
+    _write_docs(args.method, table)
+    print(table)
+    print(f"lift over control: {mean_ci(lift)[0]:.1f}")
+
+
+def _table(args, base, ctrl, meth, lift) -> str:
+    def fmt(v):
+        m, lo, hi = mean_ci(v)
+        return f"{m:.1f} [{lo:.1f}, {hi:.1f}]" if not math.isnan(lo) else f"{m:.1f}"
+
+    per_seed = ", ".join(f"{c:.0f} -> {m:.0f}" for c, m in zip(ctrl, meth, strict=True))
+    return "\n".join(
+        [
+            f"**{args.method} vs control on {args.task}** ({args.seeds} seeds; base SFT "
+            f"{100 * base['rate']:.0f}% after {args.base_steps} steps on {args.demos} demos; per seed "
+            f"{args.rollouts} rollouts with simulated takeovers; {args.steps} post-training steps; "
+            f"{args.eval_episodes} evaluation episodes each).",
+            "Success in %, mean [95% t-interval over seeds]:",
+            "",
+            "| policy | success (%) |",
+            "|---|---|",
+            f"| base SFT | {100 * base['rate']:.1f} |",
+            f"| control: SFT continued on demos + rollouts | {fmt(ctrl)} |",
+            f"| {args.method} | {fmt(meth)} |",
+            f"| lift (points) | {fmt(lift)} |",
+            "",
+            f"Per seed (control -> {args.method}): {per_seed}.",
+        ]
+    )
+
+
+def _write_docs(method: str, table: str) -> None:
+    start, end = f"<!-- posttrain:{method} -->", f"<!-- /posttrain:{method} -->"
+    text = DOCS.read_text() if DOCS.exists() else "# Results\n"
+    block = f"{start}\n{table}\n{end}"
+    if start in text and end in text:
+        text = text[: text.index(start)] + block + text[text.index(end) + len(end) :]
+    else:
+        if "## Post-training" not in text:
+            text += (
+                "\n## Post-training: methods against the control\n\n"
+                "`python benchmarks/posttrain.py --method <name> --seeds 3`\n"
+            )
+        text += "\n" + block + "\n"
+    DOCS.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""Execution-horizon upcycling on synthetic chunks with a known velocity break."""
+
+import numpy as np
+import pytest
+
+from vla.runtime import ChunkExecutor
+from vla.runtime.upcycling import UpcyclingConfig, calibrate_tau, upcycled_horizon, velocity_change
+
+DT = 0.1
+
+
+def chunk_with_break(h_len=20, brk=12, dims=3):
+    """Constant velocity 0.1/step up to action `brk`, then the direction flips: ||dv|| jumps at k = brk."""
+    t = np.arange(h_len, dtype=float)
+    a = np.where(t <= brk, 0.1 * t, 0.1 * brk - 0.3 * (t - brk))
+    return np.stack([a] * dims, axis=1)
+
+
+def test_velocity_change_is_zero_on_a_ramp_and_spikes_at_the_break():
+    dv = velocity_change(chunk_with_break(brk=12), DT)
+    assert np.allclose(dv[:11], 0.0)  # k = 1..11 smooth
+    assert dv[11] > 1.0  # k = 12: v_12 = -3/s vs v_11 = 1/s per dim
+
+
+def test_horizon_extends_to_the_break():
+    cfg = UpcyclingConfig(enabled=True, tau=0.5)
+    assert upcycled_horizon(chunk_with_break(brk=12), 5, DT, cfg) == 12
+    assert upcycled_horizon(chunk_with_break(brk=12), 14, DT, cfg) == 20  # no break after h0: up to H
+    cfg_d = UpcyclingConfig(enabled=True, tau=0.5, delay_margin=4)
+    assert upcycled_horizon(chunk_with_break(brk=18), 5, DT, cfg_d) == 16  # h* <= H - d
+    assert upcycled_horizon(chunk_with_break(brk=12), 5, DT, UpcyclingConfig(enabled=False, tau=0.5)) == 5
+
+
+def test_threshold_from_demo_quantile_and_from_the_prefix():
+    demos = [
+        chunk_with_break(brk=b) + 0.001 * np.random.default_rng(b).normal(size=(20, 3)) for b in range(8, 18)
+    ]
+    tau = calibrate_tau(demos, DT, 0.5)
+    assert 0.0 < tau < 1.0  # the median change is the noise level, far below a break
+    noisy = chunk_with_break(brk=13) + 0.001 * np.random.default_rng(0).normal(size=(20, 3))
+    assert upcycled_horizon(noisy, 5, DT, UpcyclingConfig(enabled=True, tau=tau * 20)) == 13
+    assert upcycled_horizon(noisy, 5, DT, UpcyclingConfig(enabled=True, kappa=50.0)) == 13  # prefix median
+
+
+def test_executor_runs_the_upcycled_horizon():
+    chunk = chunk_with_break(brk=12)
+    cfg = UpcyclingConfig(enabled=True, tau=0.5)
+    ex = ChunkExecutor(
+        lambda obs: chunk, horizon=5, chunk_size=20, upcycle=lambda c, h0: upcycled_horizon(c, h0, DT, cfg)
+    )
+    for _ in range(24):
+        ex.act(None)
+    assert ex.policy_calls == 2 and ex.horizons == [12, 12]
+    bad = ChunkExecutor(lambda obs: chunk, horizon=5, chunk_size=20, upcycle=lambda c, h0: 25)
+    with pytest.raises(ValueError, match="upcycled horizon"):
+        bad.act(None)

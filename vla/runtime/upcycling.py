@@ -1,0 +1,78 @@
+"""Action Upcycling: extend the execution horizon of a chunk while its action velocity stays smooth.
+
+Training-free and model-agnostic: it only looks at the chunk. With actions normalised per dimension
+(``scale``, e.g. the demonstrations' std) and v_k = (a_{k+1} - a_k) / dt, the chunk is executed up to
+
+    h* = min { k > h0 : ||v_k - v_{k-1}|| > tau },   clamped to h0 <= h* <= H - d,
+
+where tau is calibrated from demonstration data (a quantile of the same velocity change over demo
+chunks, :func:`calibrate_tau`) or, without calibration, kappa x the median velocity change over the
+base prefix of the chunk itself. d is the inference-delay margin (actions kept back for the next chunk
+to splice into). Upcycling only moves the horizon; RTC (when on) shapes the chunk first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class UpcyclingConfig:
+    enabled: bool = False
+    tau: float | None = None  # calibrated threshold (normalised units / s^2); None: kappa x prefix median
+    kappa: float = 3.0
+    quantile: float = 0.95  # calibration: the demo quantile of the velocity change used as tau
+    delay_margin: int = 0  # d: h* <= H - d
+
+    def __post_init__(self) -> None:
+        if self.kappa <= 0 or not 0.0 < self.quantile < 1.0 or self.delay_margin < 0:
+            raise ValueError(
+                f"upcycling: kappa={self.kappa} > 0, quantile={self.quantile} in (0, 1), "
+                f"delay_margin={self.delay_margin} >= 0 required"
+            )
+
+
+def velocity_change(chunk: np.ndarray, dt: float, scale: np.ndarray | None = None) -> np.ndarray:
+    """||v_k - v_{k-1}|| for k = 1 .. H - 2, with v_k = (a_{k+1} - a_k) / dt. [H, A] -> [H - 2]
+    (entry j is the change at k = j + 1)."""
+    a = np.asarray(chunk, dtype=np.float64)
+    if scale is not None:
+        a = a / np.maximum(np.asarray(scale, dtype=np.float64), 1e-8)
+    v = np.diff(a, axis=0) / dt
+    return np.linalg.norm(np.diff(v, axis=0), axis=-1)
+
+
+def upcycled_horizon(
+    chunk: np.ndarray,
+    h0: int,
+    dt: float,
+    cfg: UpcyclingConfig,
+    scale: np.ndarray | None = None,
+) -> int:
+    """h*: how many actions of ``chunk`` [H, A] to execute (see the module docstring)."""
+    h_len = len(chunk)
+    upper = max(h0, h_len - cfg.delay_margin)
+    if not cfg.enabled or h0 >= upper:
+        return h0
+    dv = velocity_change(chunk, dt, scale)  # dv[k - 1] = ||v_k - v_{k-1}||
+    if cfg.tau is not None:
+        tau = cfg.tau
+    else:
+        prefix = dv[: max(1, h0 - 1)]
+        tau = cfg.kappa * max(float(np.median(prefix)), 1e-6)
+    for k in range(h0 + 1, upper):
+        if k - 1 < len(dv) and dv[k - 1] > tau:
+            return k
+    return upper
+
+
+def calibrate_tau(
+    chunks: list[np.ndarray], dt: float, quantile: float, scale: np.ndarray | None = None
+) -> float:
+    """tau from demonstration chunks: the ``quantile`` of ||v_k - v_{k-1}|| over all of them."""
+    values = [velocity_change(c, dt, scale) for c in chunks if len(c) >= 3]
+    if not values:
+        raise ValueError("calibrate_tau needs demonstration chunks of at least 3 actions")
+    return float(np.quantile(np.concatenate(values), quantile))
