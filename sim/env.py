@@ -94,6 +94,9 @@ class TabletopEnv(gym.Env):
         )
         self.instruction = self.task.instructions[0]
         self.steps = 0
+        # joint-level execution errors between the command and the actuators (sim.robostress): each maps
+        # the commanded action [8] to what the actuators receive; reset() at every episode start
+        self.command_filters: list = []
 
     # ---- state -------------------------------------------------------------------------------------
     def joint_state(self) -> np.ndarray:  # [8]
@@ -146,6 +149,8 @@ class TabletopEnv(gym.Env):
         if options and "state" in options:  # exact restore of a recorded initial state (replay)
             self.set_state(np.asarray(options["state"]))
         self.steps = 0
+        for f in self.command_filters:
+            f.reset(np.r_[self.data.qpos[self._arm], self.data.ctrl[7]])
         info = {"task": self.cfg.task, "instruction": self.instruction, "success": False}
         return self._obs(), info
 
@@ -153,7 +158,10 @@ class TabletopEnv(gym.Env):
         a = np.asarray(action, dtype=np.float64)
         if a.shape != (8,) or not np.all(np.isfinite(a)):
             raise ValueError(f"action must be 8 finite values, got shape {a.shape}: {a}")
-        self.data.ctrl[:] = np.clip(a, self.action_space.low, self.action_space.high)
+        a = np.clip(a, self.action_space.low, self.action_space.high)
+        for f in self.command_filters:
+            a = f(a)
+        self.data.ctrl[:] = a
         for _ in range(self.n_substeps):
             mujoco.mj_step(self.model, self.data)
         self.steps += 1

@@ -29,9 +29,11 @@ from tqdm import tqdm
 
 from sim.env import EnvConfig, TabletopEnv
 from sim.replay import write_video
+from sim.robostress import StressConfig, apply_stress
 from vla.checkpoint import MODEL_FILE, read_config
 from vla.policy import POLICIES, load_policy
 from vla.runtime import ChunkExecutor, PolicyRunner
+from vla.runtime.compensation import CompensationConfig, SelfCompensator
 
 REPORT_FILE = "eval.json"
 VIDEO_DIR = "videos"
@@ -59,8 +61,15 @@ class EvalConfig:
     imports: list[str] = field(default_factory=lambda: ["policies"])  # modules that register policies
     env: EnvConfig = field(default_factory=EnvConfig)
     progress: bool = True
+    # RoboStress execution errors (sim/robostress): a scenario name, its severity in [0, 1] and seed
+    stress: str | None = None
+    stress_severity: float = 0.5
+    stress_seed: int = 0
+    # online self-compensation of the arm commands (vla/runtime/compensation.py), learning per worker
+    compensation: bool = False
 
     def __post_init__(self) -> None:
+        StressConfig(self.stress, self.stress_severity, self.stress_seed)  # validates
         if not self.checkpoint or self.checkpoint == MISSING:
             raise ValueError("checkpoint=<folder> is required")
         if self.episodes < 1:
@@ -255,7 +264,10 @@ class EpisodeRunner:
         import_modules(cfg.imports)
         self.cfg = cfg
         self.policy = load_policy(cfg.checkpoint, cfg.device)
-        self.env = TabletopEnv(cfg.env)
+        self.env = apply_stress(
+            TabletopEnv(cfg.env), StressConfig(cfg.stress, cfg.stress_severity, cfg.stress_seed)
+        )
+        self.compensator = SelfCompensator(7, CompensationConfig()) if cfg.compensation else None
         env_dim = self.env.action_space.shape[0]
         if self.policy.action_dim != env_dim:
             raise ValueError(
@@ -290,8 +302,18 @@ class EpisodeRunner:
         cams = list(self.cfg.env.cameras) if index < self.cfg.videos else []
         frames: dict[str, list[np.ndarray]] = {c: [obs[c]] for c in cams}
         success = False
+        prev = obs["state"][:7].astype(np.float64)
         while True:
-            obs, _, terminated, truncated, info = self.env.step(self.executor.act(obs))
+            action = self.executor.act(obs)
+            if self.compensator is not None:  # pre-compensate the arm joints; learn from what happened
+                q = obs["state"][:7].astype(np.float64)
+                action = action.copy()
+                action[:7] = self.compensator.compensate(action[:7], q, prev)
+            next_obs, _, terminated, truncated, info = self.env.step(action)
+            if self.compensator is not None:
+                self.compensator.record(q, action[:7], prev, next_obs["state"][:7])
+                prev = np.asarray(action[:7], dtype=np.float64)
+            obs = next_obs
             success = success or bool(info["success"])
             for c in cams:
                 frames[c].append(obs[c])

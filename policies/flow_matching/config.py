@@ -45,6 +45,9 @@ class FlowMatchingConfig:
     # what deployment conditions on unless told otherwise (RECAP post-training sets 1; CFG scale beta)
     inference_cond: int | None = None
     inference_guidance: float | None = None
+    # real-time chunking (prefix inpainting at sampling): max guidance weight and the prefix weight decay
+    rtc_beta_max: float = 10.0
+    rtc_schedule: str = "exp"  # or "linear"
     # normalisation of state / action with the dataset stats stored in the checkpoint
     state_norm: str = "mean_std"
     action_norm: str = "mean_std"

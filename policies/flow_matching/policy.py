@@ -15,7 +15,7 @@ from policies.flow_matching.model import KV, FlowMatchingModel
 from vla.batch import ACTION, IMAGE_PREFIX, STATE, TASK, Batch, masked_chunk_mean
 from vla.checkpoint import load_model_state, load_stats, read_config, save_checkpoint
 from vla.data.stats import Normalizer
-from vla.flow import sample_beta
+from vla.flow import rtc_guided_velocity, rtc_prefix_weights, sample_beta
 from vla.policy import POLICIES
 
 Stats = dict[str, dict[str, np.ndarray]]
@@ -127,14 +127,17 @@ class FlowMatchingPolicy(nn.Module):
         num_steps: int | None = None,
         guidance: float | None = None,
         prefix: Tensor | None = None,
+        prefix_delay: int = 0,
         generator: torch.Generator | None = None,
         use_cache: bool = True,
     ) -> Tensor:  # [B, H, A]
-        """K-step Euler integration from noise (tau = 0) to actions (tau = 1), in raw action units."""
-        if prefix is not None:
-            raise NotImplementedError(
-                "real-time chunking (prefix inpainting) comes with the deployment runtime"
-            )
+        """K-step Euler integration from noise (tau = 0) to actions (tau = 1), in raw action units.
+
+        Real-time chunking: ``prefix`` [B, P, A] (raw units) is what the robot will still execute of the
+        previous chunk; its first ``prefix_delay`` actions run while this chunk is computed. Each step is
+        guided towards it (:func:`vla.flow.rtc_guided_velocity`, weights :func:`vla.flow.rtc_prefix_weights`
+        over the P actions), so the new chunk continues the committed motion without a jump.
+        """
         k = num_steps or self.config.num_steps
         feats, mask = self._prefix(obs)
         b = feats.shape[0]
@@ -151,6 +154,12 @@ class FlowMatchingPolicy(nn.Module):
         if guided:  # one expert pass on [unconditioned; conditioned]
             cache, mask2 = _repeat(cache), torch.cat([mask, mask])
             cond2 = torch.cat([torch.full_like(cond, -1), cond])
+        if prefix is not None:
+            h, a_dim = self.config.chunk_size, self.config.action_dim
+            p_len = min(prefix.shape[1], h)
+            target = torch.zeros(b, h, a_dim, device=self.device)
+            target[:, :p_len] = self.normalizer.normalize(ACTION, prefix[:, :p_len].to(self.device).float())
+            weights = rtc_prefix_weights(h, prefix_delay, p_len, self.config.rtc_schedule)
         for i in range(k):
             tau = torch.full((b,), i / k, device=self.device)
             if not use_cache:  # the uncached reference: re-encode the prefix every step
@@ -158,13 +167,19 @@ class FlowMatchingPolicy(nn.Module):
                 cache = self.model.kv_cache(feats)
                 if guided:
                     cache, mask2 = _repeat(cache), torch.cat([mask, mask])
-            if guided:
-                v_u, v_c = self.model.velocity(
-                    torch.cat([x, x]), torch.cat([tau, tau]), cache, mask2, cond2
-                ).chunk(2)
-                v = v_u + guidance * (v_c - v_u)
+
+            def velocity(xx: Tensor, tau=tau, cache=cache) -> Tensor:
+                if guided:
+                    v_u, v_c = self.model.velocity(
+                        torch.cat([xx, xx]), torch.cat([tau, tau]), cache, mask2, cond2
+                    ).chunk(2)
+                    return v_u + guidance * (v_c - v_u)
+                return self.model.velocity(xx, tau, cache, mask, cond)
+
+            if prefix is None:
+                v = velocity(x)
             else:
-                v = self.model.velocity(x, tau, cache, mask, cond)
+                v = rtc_guided_velocity(velocity, x, i / k, target, weights, self.config.rtc_beta_max)
             x = x + v / k
         return self.normalizer.unnormalize(ACTION, x)
 

@@ -73,18 +73,26 @@ class PolicyRunner:
         else:
             self.generator.manual_seed(seed)
 
-    def __call__(self, obs: Mapping[str, Any]) -> np.ndarray:  # [H, A]
+    def __call__(
+        self, obs: Mapping[str, Any], prefix: np.ndarray | None = None, prefix_delay: int = 0
+    ) -> np.ndarray:  # [H, A]
+        """A chunk for ``obs``; with ``prefix`` [P, A] (the committed actions of the previous chunk) the
+        policy inpaints it (real-time chunking), the first ``prefix_delay`` of them frozen."""
         missing = [c for c in self.cameras if c not in obs]
         if missing:
             raise KeyError(f"observation has no camera {missing}; it has {sorted(obs)}")
         batch = observation_from_env(dict(obs), self.cameras, self.device)
-        with torch.inference_mode():
+        rtc: dict[str, Any] = {}
+        if prefix is not None and len(prefix):
+            rtc = {"prefix": torch.as_tensor(np.asarray(prefix))[None].float(), "prefix_delay": prefix_delay}
+        with torch.no_grad() if rtc else torch.inference_mode():  # RTC differentiates through the expert
             chunk = self.policy.sample_chunk(
                 batch,
                 cond=self.cond,
                 num_steps=self.num_steps,
                 guidance=self.guidance,
                 generator=self.generator,
+                **rtc,
             )  # [1, H, A]
         if chunk.ndim != 3 or chunk.shape[0] != 1:
             raise ValueError(
