@@ -33,7 +33,9 @@ from sim.robostress import StressConfig, apply_stress
 from vla.checkpoint import MODEL_FILE, read_config
 from vla.policy import POLICIES, load_policy
 from vla.runtime import ChunkExecutor, PolicyRunner
+from vla.runtime.async_executor import AsyncChunkExecutor
 from vla.runtime.compensation import CompensationConfig, SelfCompensator
+from vla.runtime.upcycling import UPCYCLING_FILE, UpcyclingConfig, upcycled_horizon
 
 REPORT_FILE = "eval.json"
 VIDEO_DIR = "videos"
@@ -67,6 +69,11 @@ class EvalConfig:
     stress_seed: int = 0
     # online self-compensation of the arm commands (vla/runtime/compensation.py), learning per worker
     compensation: bool = False
+    # deployment features of vla.runtime: execution-horizon upcycling (thresholds from the checkpoint's
+    # upcycling.json), asynchronous inference with a simulated delay of d control steps, real-time chunking
+    upcycling: bool = False
+    async_delay: int | None = None
+    rtc: bool = False
 
     def __post_init__(self) -> None:
         StressConfig(self.stress, self.stress_severity, self.stress_seed)  # validates
@@ -109,6 +116,16 @@ class EpisodeRecord:
     chunk_size: int = 0
     pid: int = 0
     mujoco_gl: str | None = None  # the backend the worker rendered with (inherited from the parent)
+    jerk: float = 0.0  # mean squared jerk of the executed arm joint trajectory (rad^2 / s^6)
+    mean_horizon: float = 0.0  # mean executed horizon per chunk with upcycling (0: not used)
+
+
+def mean_squared_jerk(q: np.ndarray, dt: float) -> float:
+    """mean ||d^3 q / dt^3||^2 over an executed joint trajectory [T, J] (0 when T < 4)."""
+    if len(q) < 4:
+        return 0.0
+    jerk = np.diff(q, n=3, axis=0) / dt**3
+    return float(np.mean(np.sum(jerk**2, axis=1)))
 
 
 def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -188,6 +205,7 @@ class EvalResult:
             "ci95": list(self.ci95),
             "mean_length": self.mean_length,
             "policy_calls_per_episode": self.calls_per_episode,
+            "mean_jerk": float(np.mean([e.jerk for e in self.episodes])),
             "horizon": first.horizon,
             "chunk_size": first.chunk_size,
             "workers": self.workers,
@@ -288,9 +306,34 @@ class EpisodeRunner:
             num_steps=cfg.num_steps,
         )
         h = cfg.horizon or (1 if cfg.temporal_ensemble is not None else self.runner.chunk_size)
-        self.executor = ChunkExecutor(
-            self.runner, horizon=h, chunk_size=self.runner.chunk_size, temporal_ensemble=cfg.temporal_ensemble
-        )
+        upcycle = self._upcycler(cfg) if cfg.upcycling else None
+        if cfg.async_delay is not None or cfg.rtc:
+            self.executor: ChunkExecutor = AsyncChunkExecutor(
+                self.runner,
+                horizon=h,
+                chunk_size=self.runner.chunk_size,
+                dt=1.0 / cfg.env.control_hz,
+                simulated_delay=cfg.async_delay or 0,
+                rtc=cfg.rtc,
+                upcycle=upcycle,
+            )
+        else:
+            self.executor = ChunkExecutor(
+                self.runner,
+                horizon=h,
+                chunk_size=self.runner.chunk_size,
+                temporal_ensemble=cfg.temporal_ensemble,
+                upcycle=upcycle,
+            )
+
+    def _upcycler(self, cfg: EvalConfig):
+        path = Path(cfg.checkpoint) / UPCYCLING_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"upcycling=true needs {path} (written by vla-train from the demos)")
+        calib = json.loads(path.read_text())
+        ucfg = UpcyclingConfig(enabled=True, tau=float(calib["tau"]), delay_margin=cfg.async_delay or 0)
+        scale, dt = np.asarray(calib["scale"]), 1.0 / cfg.env.control_hz
+        return lambda chunk, h0: upcycled_horizon(chunk, h0, dt, ucfg, scale)
 
     def run(self, index: int) -> EpisodeRecord:
         """Episode ``index``: env seed ``seed + index``; written as a video if ``index < videos``."""
@@ -303,6 +346,7 @@ class EpisodeRunner:
         frames: dict[str, list[np.ndarray]] = {c: [obs[c]] for c in cams}
         success = False
         prev = obs["state"][:7].astype(np.float64)
+        executed = [prev.copy()]
         while True:
             action = self.executor.act(obs)
             if self.compensator is not None:  # pre-compensate the arm joints; learn from what happened
@@ -314,6 +358,7 @@ class EpisodeRunner:
                 self.compensator.record(q, action[:7], prev, next_obs["state"][:7])
                 prev = np.asarray(action[:7], dtype=np.float64)
             obs = next_obs
+            executed.append(obs["state"][:7].astype(np.float64))
             success = success or bool(info["success"])
             for c in cams:
                 frames[c].append(obs[c])
@@ -335,6 +380,8 @@ class EpisodeRunner:
             video=video,
             horizon=self.executor.horizon,
             chunk_size=self.executor.chunk_size,
+            jerk=mean_squared_jerk(np.asarray(executed), 1.0 / self.cfg.env.control_hz),
+            mean_horizon=float(np.mean(self.executor.horizons)) if self.executor.horizons else 0.0,
             pid=os.getpid(),
             mujoco_gl=os.environ.get("MUJOCO_GL"),
         )

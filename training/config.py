@@ -61,6 +61,7 @@ class TrainConfig:
     max_minutes: float | None = None  # wall-clock budget of this run's optimisation; stops (and saves) there
     batch_size: int = 32
     seed: int = 0
+    control_hz: float | None = 10.0  # the data's control rate (upcycling calibration); null: none
     threads: int = 2  # torch CPU threads (2 cores here; more threads than cores is much slower)
     device: str = "cpu"
     log_every: int = 10

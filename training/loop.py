@@ -7,6 +7,7 @@ checkpoint's ``train_state`` holds the raw weights, optimiser, schedule, EMA, st
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import random
 import time
@@ -34,6 +35,7 @@ from vla.checkpoint import (
 )
 from vla.evaluation import EnvRunner, make_runner
 from vla.policy import POLICIES, load_policy
+from vla.runtime.upcycling import UPCYCLING_FILE, calibration_from_actions
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +94,7 @@ class Trainer:
             self.policy = build_policy(spec, stats).to(cfg.device)
         algo_cls = ALGORITHMS.get(cfg.algo["name"])
         params = dict(cfg.algo)
+        self.upcycling = self._calibrate_upcycling(cfg.control_hz)
         self.algo = algo_cls(self.policy, cfg.optim, cfg.steps, seed=cfg.seed, config=params)
         self.prepared = self.algo.prepare(self.data, self.out, progress=cfg.progress)
         if self.prepared:
@@ -123,6 +126,21 @@ class Trainer:
                 out=str(self.out / "eval"),
             )
 
+    def _calibrate_upcycling(self, control_hz: float | None) -> dict | None:
+        """Execution-horizon upcycling thresholds from the demonstrations (not the policy's rollouts)."""
+        d = self.data
+        parts = [
+            d.action[d.episode_frames(e)].numpy() for e, m in enumerate(d.episodes) if m.source != "policy"
+        ]
+        if not parts or not control_hz:
+            return None
+        ends = np.cumsum([len(p) for p in parts])
+        episode_end = np.repeat(ends, [len(p) for p in parts])
+        try:
+            return calibration_from_actions(np.concatenate(parts), episode_end, d.H, 1.0 / control_hz)
+        except ValueError:
+            return None
+
     def save(self) -> Path:
         """Write ``checkpoints/last``: EMA weights as the model; raw weights and the rest in train_state."""
         if self._saved_step == self.step and self.last.exists():
@@ -131,6 +149,8 @@ class Trainer:
         raw = self.ema.swap(self.policy) if self.ema is not None else None
         try:
             self.policy.save(tmp)
+            if self.upcycling is not None:  # deployment calibration from the demos (vla.runtime.upcycling)
+                (tmp / UPCYCLING_FILE).write_text(json.dumps(self.upcycling))
         finally:
             if raw is not None:
                 self.policy.load_state_dict(raw)

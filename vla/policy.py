@@ -44,9 +44,11 @@ class Policy(Protocol):
         num_steps: int | None = None,
         guidance: float | None = None,
         prefix: Tensor | None = None,
+        prefix_delay: int = 0,
         generator: torch.Generator | None = None,
     ) -> Tensor:
-        """A chunk of actions in raw units: [B, H, A]."""
+        """A chunk of actions in raw units: [B, H, A]. ``prefix`` [B, P, A]: the previous chunk's committed
+        actions to inpaint (real-time chunking), the first ``prefix_delay`` of them frozen."""
         ...
 
     def save(self, directory: str | Path) -> None: ...

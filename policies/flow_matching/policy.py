@@ -151,6 +151,7 @@ class FlowMatchingPolicy(nn.Module):
             cond = cond.to(self.device).long()
         guided = guidance is not None and cond is not None
         cache = self.model.kv_cache(feats)
+        mask2, cond2 = mask, cond
         if guided:  # one expert pass on [unconditioned; conditioned]
             cache, mask2 = _repeat(cache), torch.cat([mask, mask])
             cond2 = torch.cat([torch.full_like(cond, -1), cond])
@@ -168,7 +169,7 @@ class FlowMatchingPolicy(nn.Module):
                 if guided:
                     cache, mask2 = _repeat(cache), torch.cat([mask, mask])
 
-            def velocity(xx: Tensor, tau=tau, cache=cache) -> Tensor:
+            def velocity(xx: Tensor, tau=tau, cache=cache, mask=mask, mask2=mask2) -> Tensor:
                 if guided:
                     v_u, v_c = self.model.velocity(
                         torch.cat([xx, xx]), torch.cat([tau, tau]), cache, mask2, cond2

@@ -245,6 +245,7 @@ class SmolVLAAdapter(nn.Module):
         num_steps: int | None = None,
         guidance: float | None = None,
         prefix: Tensor | None = None,
+        prefix_delay: int = 0,
         generator: torch.Generator | None = None,
     ) -> Tensor:  # [B, H, A]
         """K Euler steps from noise to actions, in raw action units.
@@ -255,7 +256,8 @@ class SmolVLAAdapter(nn.Module):
         """
         if prefix is not None:
             raise NotImplementedError(
-                "real-time chunking (prefix inpainting) comes with the deployment runtime"
+                "real-time chunking for the SmolVLA adapter is not wired yet (LeRobot's RTC processor is the"
+                " route); our flow_matching policy supports prefix="
             )
         cfg = self.config
         images, img_masks, tokens, token_mask, state = self._inputs(obs)

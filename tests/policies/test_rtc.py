@@ -9,7 +9,7 @@ from policies.flow_matching import FlowMatchingPolicy, debug_config
 from vla.flow import rtc_prefix_weights
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_flow_matching import make_batch, obs_of  # noqa: E402
+from test_flow_matching import make_batch, obs_of
 
 
 def test_prefix_weights_schedule():

@@ -38,7 +38,16 @@ class HomePolicy(torch.nn.Module):
         return (batch[ACTION] - self.pose).pow(2).mean(dim=(1, 2))
 
     def sample_chunk(
-        self, obs: Batch, *, cond=None, noise=None, num_steps=None, guidance=None, prefix=None, generator=None
+        self,
+        obs: Batch,
+        *,
+        cond=None,
+        noise=None,
+        num_steps=None,
+        guidance=None,
+        prefix=None,
+        prefix_delay=0,
+        generator=None,
     ) -> Tensor:  # [B, H, A]
         self.calls += 1
         self.last_kwargs = {

@@ -220,3 +220,26 @@ def test_evaluate_fresh_flow_matching_policy_with_temporal_ensembling(tmp_path):
         assert (e.horizon, e.chunk_size) == (1, 8)
         assert e.policy_calls == e.length  # temporal ensembling samples every step
         assert e.mujoco_gl == sim.GL_BACKEND
+
+
+def test_runtime_options_run_through_the_evaluation(home_ckpt, tmp_path, worker_path):
+    """RoboStress + self-compensation + async inference with RTC in one run; jerk is reported."""
+    cfg = _cfg(
+        home_ckpt,
+        tmp_path / "rt",
+        episodes=2,
+        workers=0,
+        videos=0,
+        stress="all",
+        stress_severity=0.5,
+        compensation=True,
+        async_delay=2,
+        rtc=True,
+    )
+    result = evaluate(cfg)
+    assert result.n == 2 and all(e.jerk >= 0 for e in result.episodes)
+    assert result.summary()["mean_jerk"] >= 0
+    with pytest.raises(ValueError, match="scenarios"):
+        _cfg(home_ckpt, tmp_path, stress="rust")
+    with pytest.raises(FileNotFoundError, match="upcycling.json"):
+        evaluate(_cfg(home_ckpt, tmp_path / "up", episodes=1, workers=0, videos=0, upcycling=True))

@@ -34,7 +34,7 @@ def nominal():
 
 
 def test_backlash_lags_the_command_against_the_motion(nominal):
-    moving, settled, _ = track("backlash")
+    _moving, settled, _ = track("backlash")
     assert (settled > 0.005).mean() >= 5 / 7  # the joints stay behind their commands by up to b / 2
     assert settled.mean() > np.abs(nominal[1]).mean() + 0.005
 
@@ -58,7 +58,7 @@ def test_gravity_compensation_error_sags_the_arm(nominal):
 
 def test_combined_scenarios_and_config_errors():
     assert set(SCENARIOS) == {"friction", "backlash", "compliance", "gravity", "wear", "payload", "all"}
-    moving, settled, _ = track("all")
+    _moving, settled, _ = track("all")
     assert np.isfinite(settled).all()
     with pytest.raises(ValueError, match="scenarios"):
         StressConfig("rust")

@@ -1,5 +1,6 @@
 """The training loop: vla-train experiment=debug, exact resume, SFT learning, config errors."""
 
+import json
 import subprocess
 import sys
 from dataclasses import asdict
@@ -49,6 +50,7 @@ def test_vla_train_debug_then_resume_continues_the_same_run(reach_data, tmp_path
     b = load_file(str(tmp_path / "split/checkpoints/last/model.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert (tmp_path / "split/checkpoints/last/train_state/state.json").exists()
+    assert json.loads((tmp_path / "split/checkpoints/last/upcycling.json").read_text())["tau"] > 0
     assert list((tmp_path / "split/tb").iterdir())  # TensorBoard events
 
 

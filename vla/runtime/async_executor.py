@@ -7,9 +7,9 @@ robot's timing in simulation, where the env waits for nobody). The request carri
 with ``rtc=True``, the not yet executed actions of the current chunk as the prefix to inpaint. When the
 chunk arrives e steps after its request it is spliced in at index e -- the actions for the time that has
 already passed are skipped -- so the executed trajectory stays time-aligned -- and runs h actions from
-there, so a chunk is requested every h steps, as in synchronous execution (h + d <= H avoids starving). If the current chunk runs
-out first, the last action is held (``starved`` counts those steps). A worker exception is re-raised
-from :meth:`act` (the safety layer turns it into a hold).
+there, so a chunk is requested every h steps, as in synchronous execution (h + d <= H avoids starving).
+If the current chunk runs out first, the last action is held (``starved`` counts those steps). A worker
+exception is re-raised from :meth:`act` (the safety layer turns it into a hold).
 """
 
 from __future__ import annotations

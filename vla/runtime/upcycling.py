@@ -76,3 +76,28 @@ def calibrate_tau(
     if not values:
         raise ValueError("calibrate_tau needs demonstration chunks of at least 3 actions")
     return float(np.quantile(np.concatenate(values), quantile))
+
+
+UPCYCLING_FILE = "upcycling.json"
+
+
+def calibration_from_actions(
+    actions: np.ndarray,
+    episode_end: np.ndarray,
+    chunk_size: int,
+    dt: float,
+    quantile: float = 0.95,
+    max_chunks: int = 2000,
+    seed: int = 0,
+) -> dict:
+    """Demo calibration stored in a checkpoint: per-dimension scale (the actions' std) and tau, the
+    ``quantile`` of the velocity change over up to ``max_chunks`` demo chunks a_{t:t+H} (within episodes)."""
+    actions = np.asarray(actions, dtype=np.float64)
+    scale = np.maximum(actions.std(0), 1e-3)
+    rng = np.random.default_rng(seed)
+    starts = [t for t in range(len(actions)) if t + chunk_size <= episode_end[t]]
+    if not starts:
+        raise ValueError(f"no demo chunk of {chunk_size} actions inside an episode")
+    pick = rng.choice(starts, size=min(max_chunks, len(starts)), replace=False)
+    tau = calibrate_tau([actions[t : t + chunk_size] for t in pick], dt, quantile, scale)
+    return {"tau": tau, "scale": scale.tolist(), "quantile": quantile, "dt": dt, "chunks": len(pick)}
