@@ -241,5 +241,5 @@ def test_runtime_options_run_through_the_evaluation(home_ckpt, tmp_path, worker_
     assert result.summary()["mean_jerk"] >= 0
     with pytest.raises(ValueError, match="scenarios"):
         _cfg(home_ckpt, tmp_path, stress="rust")
-    with pytest.raises(FileNotFoundError, match="upcycling.json"):
+    with pytest.raises(FileNotFoundError, match=r"upcycling\.json"):
         evaluate(_cfg(home_ckpt, tmp_path / "up", episodes=1, workers=0, videos=0, upcycling=True))
