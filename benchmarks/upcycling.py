@@ -1,0 +1,113 @@
+"""Execution-horizon upcycling against the fixed horizon, on two tasks.
+
+    python benchmarks/upcycling.py [--episodes 50] [--tasks reach pick_place]
+
+For each task: the SFT checkpoint of ``benchmarks/sft.py`` (``outputs/sft/<task>_final``; its
+``upcycling.json`` holds the demo-calibrated threshold) is evaluated on the same episodes with the
+preset's fixed horizon h0 and with upcycling from h0. Prints ``policy-call ratio: <x>`` (the smaller of the
+tasks' fixed/upcycled calls per episode) and ``success within interval: yes|no`` (the upcycled success
+inside the fixed horizon's 95% Wilson interval on every task) last; writes
+benchmarks/results/upcycling.json and a table into docs/results.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+import sim  # noqa: F401
+from sim.evaluation import EvalConfig, evaluate
+from vla.checkpoint import read_config
+from vla.data.reader import iter_episodes
+from vla.runtime.upcycling import UPCYCLING_FILE, calibration_from_actions
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+H0 = {"reach": 3, "pick_place": 10}
+
+
+def calibrate(ckpt: Path, demos: Path, control_hz: float = 10.0) -> None:
+    """Write the demo calibration into ``ckpt`` (what vla-train does at every save)."""
+    actions = [ep["action"] for _, ep in iter_episodes(demos, keys=["action"])]
+    ends = np.repeat(np.cumsum([len(a) for a in actions]), [len(a) for a in actions])
+    calib = calibration_from_actions(
+        np.concatenate(actions), ends, int(read_config(ckpt)["chunk_size"]), 1 / control_hz
+    )
+    (ckpt / UPCYCLING_FILE).write_text(json.dumps(calib))
+    print(f"calibrated {ckpt / UPCYCLING_FILE} from {demos}: tau={calib['tau']:.3g}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tasks", nargs="+", default=["reach", "pick_place"])
+    p.add_argument("--episodes", type=int, default=50)
+    p.add_argument("--demo-root", default="outputs/data", help="<root>/<task>_200_v2: demos for calibration")
+    p.add_argument(
+        "--checkpoint-root", default="outputs/sft", help="<root>/<task>_final/train/checkpoints/last"
+    )
+    args = p.parse_args()
+    rows, ratios, inside = [], [], []
+    for task in args.tasks:
+        ckpt = Path(args.checkpoint_root) / f"{task}_final" / "train" / "checkpoints" / "last"
+        if not ckpt.is_dir():
+            raise FileNotFoundError(f"{ckpt}: run python benchmarks/sft.py --task {task} first")
+        if not (ckpt / UPCYCLING_FILE).is_file():  # checkpoints from before vla-train wrote it
+            calibrate(ckpt, Path(args.demo_root) / f"{task}_200_v2")
+        res = {}
+        for name, up in (("fixed", False), ("upcycled", True)):
+            r = evaluate(
+                EvalConfig(
+                    checkpoint=str(ckpt),
+                    task=task,
+                    episodes=args.episodes,
+                    workers=2,
+                    seed=30_000,
+                    horizon=H0.get(task, 10),
+                    upcycling=up,
+                    out=f"outputs/bench_upcycling/{task}_{name}",
+                    videos=0,
+                    progress=False,
+                )
+            )
+            res[name] = {
+                "success": r.successes,
+                "episodes": r.n,
+                "ci95": list(r.ci95),
+                "calls_per_episode": r.calls_per_episode,
+                "mean_length": r.mean_length,
+                "mean_horizon": sum(e.mean_horizon for e in r.episodes) / r.n,
+            }
+            print(f"{task} {name}: {r.successes}/{r.n}, {r.calls_per_episode:.1f} calls/episode")
+        ratio = res["fixed"]["calls_per_episode"] / res["upcycled"]["calls_per_episode"]
+        lo, hi = res["fixed"]["ci95"]
+        ok = lo <= res["upcycled"]["success"] / res["upcycled"]["episodes"] <= hi
+        ratios.append(ratio)
+        inside.append(ok)
+        rows.append({"task": task, "h0": H0.get(task, 10), **res, "call_ratio": ratio, "within_ci": ok})
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "upcycling.json").write_text(
+        json.dumps({"rows": rows, "date": time.strftime("%Y-%m-%d %H:%M")}, indent=2)
+    )
+    lines = [
+        "| task | h0 | fixed: success, calls/ep | upcycled: success, calls/ep, mean h* "
+        "| call ratio | within CI |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        f, u = r["fixed"], r["upcycled"]
+        lines.append(
+            f"| {r['task']} | {r['h0']} | {f['success']}/{f['episodes']}, {f['calls_per_episode']:.1f} "
+            f"| {u['success']}/{u['episodes']}, {u['calls_per_episode']:.1f}, {u['mean_horizon']:.1f} "
+            f"| {r['call_ratio']:.2f} | {'yes' if r['within_ci'] else 'no'} |"
+        )
+    print("\n".join(lines))
+    print(f"policy-call ratio: {min(ratios):.2f}")
+    print(f"success within interval: {'yes' if all(inside) else 'no'}")
+
+
+if __name__ == "__main__":
+    main()
