@@ -95,6 +95,7 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=50)
     p.add_argument("--horizon", type=int, default=10)
     p.add_argument("--out", default="outputs/bench_posttrain")
+    p.add_argument("--threads", type=int, default=2, help="torch threads of every training run")
     p.add_argument(
         "overrides", nargs="*", help="extra vla-train overrides for the method, e.g. algo.guidance=1.5"
     )
@@ -121,6 +122,7 @@ def main() -> None:
                 f"out={base_dir}",
                 "env=none",
                 "max_minutes=null",
+                f"threads={args.threads}",
             ]
         )
         train(cfg)
@@ -154,6 +156,7 @@ def main() -> None:
             f"steps={args.steps}",
             f"seed={s}",
             "env=none",
+            f"threads={args.threads}",
         ]
         result = {}
         for name, exp, extra in (

@@ -27,6 +27,7 @@ import yaml
 from omegaconf import MISSING
 from tqdm import tqdm
 
+from hardware.profiles import PROFILES
 from sim.env import EnvConfig, TabletopEnv
 from sim.replay import write_video
 from sim.robostress import StressConfig, apply_stress
@@ -35,6 +36,7 @@ from vla.policy import POLICIES, load_policy
 from vla.runtime import ChunkExecutor, PolicyRunner
 from vla.runtime.async_executor import AsyncChunkExecutor
 from vla.runtime.compensation import CompensationConfig, SelfCompensator
+from vla.runtime.safety import SafetyConfig, SafetyLayer
 from vla.runtime.upcycling import UPCYCLING_FILE, UpcyclingConfig, upcycled_horizon
 
 REPORT_FILE = "eval.json"
@@ -74,9 +76,15 @@ class EvalConfig:
     upcycling: bool = False
     async_delay: int | None = None
     rtc: bool = False
+    # the safety layer with the robot profile's limits: None (off), "hold" (any violation holds the arm
+    # for the rest of the episode) or "clamp" (rate limits scale the step back; other faults hold)
+    safety: str | None = None
+    robot: str = "panda"
 
     def __post_init__(self) -> None:
         StressConfig(self.stress, self.stress_severity, self.stress_seed)  # validates
+        if self.safety not in (None, "hold", "clamp"):
+            raise ValueError(f"safety={self.safety!r}: use null, 'hold' or 'clamp'")
         if not self.checkpoint or self.checkpoint == MISSING:
             raise ValueError("checkpoint=<folder> is required")
         if self.episodes < 1:
@@ -118,6 +126,7 @@ class EpisodeRecord:
     mujoco_gl: str | None = None  # the backend the worker rendered with (inherited from the parent)
     jerk: float = 0.0  # mean squared jerk of the executed arm joint trajectory (rad^2 / s^6)
     mean_horizon: float = 0.0  # mean executed horizon per chunk with upcycling (0: not used)
+    fault: str | None = None  # the safety layer's fault (the arm held from then on)
 
 
 def mean_squared_jerk(q: np.ndarray, dt: float) -> float:
@@ -307,6 +316,12 @@ class EpisodeRunner:
         )
         h = cfg.horizon or (1 if cfg.temporal_ensemble is not None else self.runner.chunk_size)
         upcycle = self._upcycler(cfg) if cfg.upcycling else None
+        self.safety = None
+        if cfg.safety:
+            profile = PROFILES.get(cfg.robot)
+            self.safety = SafetyLayer(
+                profile.limits, SafetyConfig(on_rate_violation=cfg.safety), 1.0 / cfg.env.control_hz
+            )
         if cfg.async_delay is not None or cfg.rtc:
             self.executor: ChunkExecutor = AsyncChunkExecutor(
                 self.runner,
@@ -347,14 +362,26 @@ class EpisodeRunner:
         success = False
         prev = obs["state"][:7].astype(np.float64)
         executed = [prev.copy()]
+        if self.safety is not None:
+            self.safety.reset(obs["state"])
         while True:
-            action = self.executor.act(obs)
-            if self.compensator is not None:  # pre-compensate the arm joints; learn from what happened
-                q = obs["state"][:7].astype(np.float64)
-                action = action.copy()
-                action[:7] = self.compensator.compensate(action[:7], q, prev)
+            q = obs["state"][:7].astype(np.float64)
+
+            def command(o=obs, q=q, prev=prev) -> np.ndarray:
+                """policy -> self-compensation -> (then) the safety layer -> the robot."""
+                a = np.array(self.executor.act(o), dtype=np.float64)
+                if self.compensator is not None:  # pre-compensate the arm joints
+                    a[:7] = self.compensator.compensate(a[:7], q, prev)
+                return a
+
+            if self.safety is None:
+                action = command()
+            else:  # sim time: observations are never stale here; the real node passes message stamps
+                t_now = self.env.steps * self.env.dt
+                action = self.safety.step(command, obs["state"], t_now, t_now)
+            action = action.astype(np.float32)
             next_obs, _, terminated, truncated, info = self.env.step(action)
-            if self.compensator is not None:
+            if self.compensator is not None:  # learn from what the command did (in the background)
                 self.compensator.record(q, action[:7], prev, next_obs["state"][:7])
                 prev = np.asarray(action[:7], dtype=np.float64)
             obs = next_obs
@@ -382,6 +409,7 @@ class EpisodeRunner:
             chunk_size=self.executor.chunk_size,
             jerk=mean_squared_jerk(np.asarray(executed), 1.0 / self.cfg.env.control_hz),
             mean_horizon=float(np.mean(self.executor.horizons)) if self.executor.horizons else 0.0,
+            fault=None if self.safety is None or self.safety.fault is None else self.safety.fault.reason,
             pid=os.getpid(),
             mujoco_gl=os.environ.get("MUJOCO_GL"),
         )

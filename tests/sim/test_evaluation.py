@@ -235,11 +235,17 @@ def test_runtime_options_run_through_the_evaluation(home_ckpt, tmp_path, worker_
         compensation=True,
         async_delay=2,
         rtc=True,
+        safety="hold",
     )
     result = evaluate(cfg)
     assert result.n == 2 and all(e.jerk >= 0 for e in result.episodes)
     assert result.summary()["mean_jerk"] >= 0
+    # the home policy's noisy gripper command (open = 0.04 m + N(0, 0.01)) leaves the Panda profile's
+    # finger range: the safety layer holds and names the joint
+    assert all(e.fault and "joint 7" in e.fault for e in result.episodes)
     with pytest.raises(ValueError, match="scenarios"):
         _cfg(home_ckpt, tmp_path, stress="rust")
+    with pytest.raises(ValueError, match="safety"):
+        _cfg(home_ckpt, tmp_path, safety="maybe")
     with pytest.raises(FileNotFoundError, match=r"upcycling\.json"):
         evaluate(_cfg(home_ckpt, tmp_path / "up", episodes=1, workers=0, videos=0, upcycling=True))
