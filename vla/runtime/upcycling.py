@@ -95,9 +95,10 @@ def calibration_from_actions(
     actions = np.asarray(actions, dtype=np.float64)
     scale = np.maximum(actions.std(0), 1e-3)
     rng = np.random.default_rng(seed)
-    starts = [t for t in range(len(actions)) if t + chunk_size <= episode_end[t]]
+    starts = [t for t in range(len(actions)) if t + 3 <= episode_end[t]]  # chunks end at their episode's end
     if not starts:
-        raise ValueError(f"no demo chunk of {chunk_size} actions inside an episode")
+        raise ValueError("no demo chunk of at least 3 actions inside an episode")
     pick = rng.choice(starts, size=min(max_chunks, len(starts)), replace=False)
-    tau = calibrate_tau([actions[t : t + chunk_size] for t in pick], dt, quantile, scale)
+    chunks = [actions[t : min(t + chunk_size, int(episode_end[t]))] for t in pick]
+    tau = calibrate_tau(chunks, dt, quantile, scale)
     return {"tau": tau, "scale": scale.tolist(), "quantile": quantile, "dt": dt, "chunks": len(pick)}
