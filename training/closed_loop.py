@@ -19,24 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from training.config import TrainConfig
-from training.loop import Trainer
-from vla.evaluation import make_runner
+from training.loop import Trainer, env_runner
 
 
 def _runner(cfg: TrainConfig, out: Path):
-    e = cfg.env
-    if not e.runner:
+    if not cfg.env.runner:
         raise ValueError("loop.rounds > 0 needs an env runner to collect rollouts: set env=sim")
-    return make_runner(
-        e.runner,
-        e.module,
-        task=e.task,
-        episodes=e.episodes,
-        workers=e.workers,
-        horizon=e.horizon,
-        seed=e.seed,
-        out=str(out / "eval"),
-    )
+    return env_runner(cfg, out)
 
 
 def plot_rounds(rounds: list[dict[str, Any]], path: Path, title: str) -> None:

@@ -88,6 +88,8 @@ class ChunkDataset:
         lengths = torch.tensor([len(a) for a in actions])
         self.episode_id = torch.repeat_interleave(torch.arange(len(lengths)), lengths)  # [N]
         self.episode_start = self.episode_end - lengths[self.episode_id]  # [N]
+        self.episode_lengths = lengths  # [E]
+        self.episode_offsets = torch.cumsum(lengths, 0) - lengths  # [E] first frame of each episode
         self.frame_index = torch.arange(n) - self.episode_start  # [N] t within its episode
         self.num_episodes = len(states)
         self.labels: dict[str, Tensor] = {}  # derived per-frame columns [N, ...], added to batches
@@ -97,8 +99,8 @@ class ChunkDataset:
 
     def episode_frames(self, e: int) -> slice:
         """The frames of episode ``e`` (its position in ``episodes``)."""
-        start = int(self.episode_start[self.episode_id == e][0])
-        return slice(start, start + self.episodes[e].length)
+        start = int(self.episode_offsets[e])
+        return slice(start, start + int(self.episode_lengths[e]))
 
     def observations(self, idx: Tensor) -> Batch:
         """Images, state and instruction of frames ``idx`` (no augmentation, no actions)."""

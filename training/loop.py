@@ -51,6 +51,21 @@ def build_policy(spec: dict[str, Any], stats: dict | None) -> torch.nn.Module:
     return cls(cls.config_class(**spec), stats)
 
 
+def env_runner(cfg: TrainConfig, out: Path) -> EnvRunner:
+    """The configured env runner (``env.runner`` from ``env.module``), writing under ``<out>/eval``."""
+    e = cfg.env
+    return make_runner(
+        e.runner,
+        e.module,
+        task=e.task,
+        episodes=e.episodes,
+        workers=e.workers,
+        horizon=e.horizon,
+        seed=e.seed,
+        out=str(out / "eval"),
+    )
+
+
 def _rng_state() -> dict[str, Any]:
     return {"torch": torch.get_rng_state(), "numpy": np.random.get_state()[1], "python": random.getstate()[1]}
 
@@ -112,19 +127,7 @@ class Trainer:
             _set_rng_state(state["rng"])
             self.step = int(state["step"])
             print(f"resuming {self.last} at step {self.step}")
-        self.runner: EnvRunner | None = None
-        if cfg.env.runner:
-            e = cfg.env
-            self.runner = make_runner(
-                e.runner,
-                e.module,
-                task=e.task,
-                episodes=e.episodes,
-                workers=e.workers,
-                horizon=e.horizon,
-                seed=e.seed,
-                out=str(self.out / "eval"),
-            )
+        self.runner: EnvRunner | None = env_runner(cfg, self.out) if cfg.env.runner else None
 
     def _calibrate_upcycling(self, control_hz: float | None) -> dict | None:
         """Execution-horizon upcycling thresholds from the demonstrations (not the policy's rollouts)."""
