@@ -117,8 +117,8 @@ def collect(cfg: CollectConfig) -> tuple[int, int, Path]:
             expert.reset()
             success = False
             while True:
-                action = expert.act()
-                nobs, reward, terminated, truncated, info = env.step(action)
+                action = expert.act()  # recorded; the env runs it with DART noise if configured
+                nobs, reward, terminated, truncated, info = env.step(expert.executed(action))
                 success = success or info["success"]
                 end = terminated or truncated or (expert.done and success)
                 writer.add_frame(make_frame(obs, action, reward, end, env_cfg.cameras))

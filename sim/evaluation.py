@@ -14,6 +14,7 @@ import json
 import math
 import multiprocessing as mp
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -40,6 +41,8 @@ from vla.runtime.safety import SafetyConfig, SafetyLayer
 from vla.runtime.upcycling import UPCYCLING_FILE, UpcyclingConfig, upcycled_horizon
 
 REPORT_FILE = "eval.json"
+COMPENSATOR_FILE = "compensator.json"
+COMPENSATION_DIR = "compensation"
 VIDEO_DIR = "videos"
 
 
@@ -69,8 +72,11 @@ class EvalConfig:
     stress: str | None = None
     stress_severity: float = 0.5
     stress_seed: int = 0
-    # online self-compensation of the arm commands (vla/runtime/compensation.py), learning per worker
+    # online self-compensation of the arm commands (vla/runtime/compensation.py), learning per worker; the
+    # workers' models are pooled into <out>/compensator.json at the end. ``compensator``: a saved one
+    # (e.g. an earlier run's <out>/compensator.json) to start from, compensated from the first step
     compensation: bool = False
+    compensator: str | None = None
     # deployment features of vla.runtime: execution-horizon upcycling (thresholds from the checkpoint's
     # upcycling.json), asynchronous inference with a simulated delay of d control steps, real-time chunking
     upcycling: bool = False
@@ -83,6 +89,10 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         StressConfig(self.stress, self.stress_severity, self.stress_seed)  # validates
+        if self.compensator is not None and not self.compensation:
+            raise ValueError(f"compensator={self.compensator!r} needs compensation=true")
+        if self.compensator is not None and not Path(self.compensator).is_file():
+            raise FileNotFoundError(f"compensator={self.compensator!r}: no such file")
         if self.safety not in (None, "hold", "clamp"):
             raise ValueError(f"safety={self.safety!r}: use null, 'hold' or 'clamp'")
         if not self.checkpoint or self.checkpoint == MISSING:
@@ -294,7 +304,13 @@ class EpisodeRunner:
         self.env = apply_stress(
             TabletopEnv(cfg.env), StressConfig(cfg.stress, cfg.stress_severity, cfg.stress_seed)
         )
-        self.compensator = SelfCompensator(7, CompensationConfig()) if cfg.compensation else None
+        self.compensator = None
+        if cfg.compensation:
+            self.compensator = (
+                SelfCompensator.load(cfg.compensator, CompensationConfig())
+                if cfg.compensator
+                else SelfCompensator(7, CompensationConfig())
+            )
         env_dim = self.env.action_space.shape[0]
         if self.policy.action_dim != env_dim:
             raise ValueError(
@@ -391,6 +407,9 @@ class EpisodeRunner:
                 frames[c].append(obs[c])
             if terminated or truncated:
                 break
+        if self.compensator is not None:  # pooled by the parent into <out>/compensator.json
+            mine = self.cfg.out_dir / COMPENSATION_DIR / f"worker_{os.getpid()}.json"
+            self.compensator.save(mine, buffer=True)
         video = None
         if cams:
             path = self.cfg.out_dir / VIDEO_DIR / f"episode_{index:03d}.mp4"
@@ -477,6 +496,14 @@ def run_episodes(runner_cls: type, cfg: Any, episodes: int, workers: int) -> Ite
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def pool_compensators(out: Path) -> Path:
+    """Merge the workers' saved compensators into ``<out>/compensator.json`` (+ its buffer)."""
+    parts = sorted((out / COMPENSATION_DIR).glob("worker_*.json"))
+    path = SelfCompensator.merged(parts, CompensationConfig()).save(out / COMPENSATOR_FILE, buffer=True)
+    shutil.rmtree(out / COMPENSATION_DIR)
+    return path
+
+
 def evaluate(cfg: EvalConfig) -> EvalResult:
     """Run ``cfg.episodes`` episodes of ``cfg.task`` with the checkpoint's policy.
 
@@ -487,7 +514,7 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
     cfg = match_policy_images(replace(cfg, out=str(cfg.out_dir.resolve())))  # workers write videos there
     out = cfg.out_dir
     (out / VIDEO_DIR).mkdir(parents=True, exist_ok=True)
-    for old in (out / VIDEO_DIR).glob("episode_*.mp4"):
+    for old in [*(out / VIDEO_DIR).glob("episode_*.mp4"), *(out / COMPENSATION_DIR).glob("worker_*")]:
         old.unlink()  # from an earlier run into the same folder
     workers = min(cfg.workers, cfg.episodes)
     t0 = time.perf_counter()
@@ -501,6 +528,8 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
     finally:
         bar.close()
     records.sort(key=lambda r: r.index)
+    if cfg.compensation:
+        pool_compensators(out)
     result = EvalResult(cfg, records, time.perf_counter() - t0, policy_type, workers)
     result.json_path.write_text(json.dumps(result.to_json(), indent=2))
     return result

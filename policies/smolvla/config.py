@@ -66,6 +66,9 @@ class SmolVLAAdapterConfig:
     time_offset: float = 0.001
     # advantage indicator (RECAP): dropped with this probability in training (CFG training)
     cond_dropout: float = 0.3
+    # real-time chunking through LeRobot's RTCProcessor: prefix-weight schedule and guidance clip
+    rtc_schedule: str = "linear"  # LeRobot's RTCAttentionSchedule: zeros | ones | linear | exp
+    rtc_beta_max: float = 10.0
     # normalisation of state / action with the stats stored in the checkpoint
     state_norm: str = "mean_std"
     action_norm: str = "mean_std"
@@ -73,6 +76,8 @@ class SmolVLAAdapterConfig:
     def __post_init__(self) -> None:
         if self.type != "smolvla":
             raise ValueError(f"type={self.type!r}: this config is for 'smolvla'")
+        if self.rtc_schedule not in ("zeros", "ones", "linear", "exp"):
+            raise ValueError(f"rtc_schedule={self.rtc_schedule!r}: use zeros, ones, linear or exp")
         if not self.vlm_model_name:
             raise ValueError("vlm_model_name: give a local SmolVLM folder (config + tokenizer + processor)")
         if self.chunk_size < 1 or self.num_steps < 1:

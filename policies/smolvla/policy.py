@@ -253,12 +253,12 @@ class SmolVLAAdapter(nn.Module):
         With ``cond`` the indicator is added at every step; with ``cond`` and ``guidance`` = beta, each step
         runs the expert with and without it on the shared prefix cache: v = v_u + beta (v_pos - v_u).
         Without ``cond``, ``guidance`` is ignored (as in our flow-matching policy).
+
+        Real-time chunking goes through LeRobot's own ``RTCProcessor``: ``prefix`` [B, P, A] (raw units)
+        is what the robot still executes of the previous chunk, its first ``prefix_delay`` actions during
+        this inference; each Euler step's velocity is guided towards it with LeRobot's prefix weights
+        (schedule ``rtc_schedule``, guidance clipped at ``rtc_beta_max``).
         """
-        if prefix is not None:
-            raise NotImplementedError(
-                "real-time chunking for the SmolVLA adapter is not wired yet (LeRobot's RTC processor is the"
-                " route); our flow_matching policy supports prefix="
-            )
         cfg = self.config
         images, img_masks, tokens, token_mask, state = self._inputs(obs)
         b = state.shape[0]
@@ -267,14 +267,55 @@ class SmolVLAAdapter(nn.Module):
         prefix_pad, cache = self._prefix_cache(images, img_masks, tokens, token_mask, state)
         k = num_steps or cfg.num_steps
         dt = -1.0 / k
-        for step in range(k):  # LeRobot's euler_integrate, step for step
-            t = torch.tensor(1.0 + step * dt, dtype=torch.float32, device=self.device).expand(b)
-            v = self._velocity(x, t, prefix_pad, cache, rows)
+        rtc, left_over = self._rtc(prefix, x.shape) if prefix is not None else (None, None)
+
+        def velocity(x_t: Tensor, t: Tensor) -> Tensor:
+            v = self._velocity(x_t, t, prefix_pad, cache, rows)
             if rows is not None and guidance is not None:
-                v_u = self._velocity(x, t, prefix_pad, cache, None)
+                v_u = self._velocity(x_t, t, prefix_pad, cache, None)
                 v = v_u + guidance * (v - v_u)
+            return v
+
+        for step in range(k):  # LeRobot's euler_integrate, step for step
+            time = 1.0 + step * dt
+            t = torch.tensor(time, dtype=torch.float32, device=self.device).expand(b)
+            if rtc is None:
+                v = velocity(x, t)
+            else:
+                v = rtc.denoise_step(
+                    x_t=x,
+                    prev_chunk_left_over=left_over,
+                    inference_delay=prefix_delay,
+                    time=time,
+                    original_denoise_step_partial=lambda x_t, t=t: velocity(x_t, t),
+                    execution_horizon=left_over.shape[1],
+                )
             x = x + dt * v
         return self.normalizer.unnormalize(ACTION, x[:, :, : cfg.action_dim])
+
+    def _rtc(self, prefix: Tensor, shape: torch.Size) -> tuple[object, Tensor]:
+        """LeRobot's RTC processor and the previous chunk's left-over in the model's (normalised, padded)
+        action space, cut to the chunk length."""
+        from lerobot.configs import RTCAttentionSchedule
+        from lerobot.policies.rtc.configuration_rtc import RTCConfig
+        from lerobot.policies.rtc.modeling_rtc import RTCProcessor
+
+        b, h, a_max = shape
+        if prefix.ndim != 3 or prefix.shape[0] != b or prefix.shape[2] != self.config.action_dim:
+            raise ValueError(
+                f"prefix of shape {tuple(prefix.shape)}: expected [{b}, P, {self.config.action_dim}]"
+            )
+        p = min(prefix.shape[1], h)
+        left = self.normalizer.normalize(ACTION, prefix[:, :p].to(self.device).float())
+        schedule = RTCAttentionSchedule[self.config.rtc_schedule.upper()]
+        rtc = RTCProcessor(
+            RTCConfig(
+                prefix_attention_schedule=schedule,
+                max_guidance_weight=self.config.rtc_beta_max,
+                execution_horizon=p,
+            )
+        )
+        return rtc, pad_vector(left, a_max)
 
     def _prefix_cache(
         self, images: list[Tensor], img_masks: list[Tensor], tokens: Tensor, token_mask: Tensor, state: Tensor

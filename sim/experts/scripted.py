@@ -14,17 +14,26 @@ from sim.tasks.base import Phase
 
 @dataclass
 class ExpertNoise:
-    """Suboptimality knobs. ``action_std`` (rad) is added to the arm targets each step (not accumulated);
-    with probability ``detour_prob`` a free-space move first goes through a random point up to
-    ``detour_scale`` m off its straight path."""
+    """Suboptimality and coverage knobs.
+
+    * ``action_std`` (rad) is added to the arm targets each step (not accumulated): the *recorded*
+      action is noisy, i.e. suboptimal data.
+    * with probability ``detour_prob`` a free-space move first goes through a random point up to
+      ``detour_scale`` m off its straight path.
+    * ``execute_std`` (rad) is DART (Laskey et al. 2017): the env executes ``a* + eps``,
+      eps ~ N(0, execute_std^2), while the dataset records the expert's clean ``a*``. The states then
+      cover the expert's neighbourhood and the labels show the way back -- the supervision against
+      compounding error that plain demos lack. See :meth:`executed`.
+    """
 
     action_std: float = 0.0
     detour_prob: float = 0.0
     detour_scale: float = 0.08
+    execute_std: float = 0.0
 
     @property
     def active(self) -> bool:
-        return self.action_std > 0 or self.detour_prob > 0
+        return self.action_std > 0 or self.detour_prob > 0 or self.execute_std > 0
 
 
 class ScriptedExpert:
@@ -100,6 +109,14 @@ class ScriptedExpert:
             action[:7] += self.rng.normal(0.0, self.noise.action_std, 7)
         return action.astype(np.float32)
 
+    def executed(self, action: np.ndarray) -> np.ndarray:
+        """What the env runs for the recorded ``action``: ``action`` plus DART noise on the arm joints."""
+        if self.noise.execute_std <= 0:
+            return action
+        out = action.copy()
+        out[:7] += self.rng.normal(0.0, self.noise.execute_std, 7).astype(out.dtype)
+        return out
+
 
 def run_expert_episode(env: TabletopEnv, expert: ScriptedExpert, seed: int, on_step=None) -> tuple[bool, int]:
     """Roll out the expert for one episode; ``on_step(obs, action, reward, terminated, info)`` per step."""
@@ -108,7 +125,7 @@ def run_expert_episode(env: TabletopEnv, expert: ScriptedExpert, seed: int, on_s
     success, steps = False, 0
     while True:
         action = expert.act()
-        nobs, reward, terminated, truncated, info = env.step(action)
+        nobs, reward, terminated, truncated, info = env.step(expert.executed(action))
         steps += 1
         if on_step is not None:
             on_step(obs, action, reward, terminated or truncated, info)

@@ -216,3 +216,18 @@ def test_inputs_and_config_are_checked(policy: SmolVLAAdapter, root: Path) -> No
             SmolVLAAdapterConfig(**{"vlm_model_name": folder, **bad})
     with pytest.raises(FileNotFoundError, match="local SmolVLM folder"):
         SmolVLAAdapter(SmolVLAAdapterConfig(vlm_model_name=str(root / "nowhere")))
+
+
+def test_rtc_through_lerobots_processor_keeps_the_frozen_prefix(policy: SmolVLAAdapter) -> None:
+    """Real-time chunking via LeRobot's RTCProcessor: the committed actions are (nearly) reproduced, the
+    chunk's tail stays the policy's own."""
+    obs, n = batch(), noise()
+    free = policy.sample_chunk(obs, noise=n)
+    prev = free[:, :6] + 0.8  # a committed prefix the policy would not produce on its own
+    guided = policy.sample_chunk(obs, noise=n, prefix=prev, prefix_delay=3)
+    assert guided.shape == free.shape and torch.isfinite(guided).all()
+    err_frozen = (guided[:, :3] - prev[:, :3]).abs().mean()
+    assert err_frozen < 0.2 * (free[:, :3] - prev[:, :3]).abs().mean()
+    assert (guided[:, 6:] - free[:, 6:]).abs().mean() < (guided[:, :3] - free[:, :3]).abs().mean()
+    with pytest.raises(ValueError, match="prefix of shape"):
+        policy.sample_chunk(obs, prefix=torch.zeros(2, 4, A + 1))

@@ -1,6 +1,7 @@
 """The self-compensator learns a known execution error (offset + backlash) on a toy joint system."""
 
 import numpy as np
+import pytest
 
 from vla.runtime.compensation import CompensationConfig, SelfCompensator
 
@@ -53,3 +54,28 @@ def test_trust_region_bounds_the_correction_and_save_load_round_trips(tmp_path):
     np.testing.assert_allclose(loaded.compensate(a, q, prev), c)
     off = SelfCompensator.load(tmp_path / "comp.json", CompensationConfig(enabled=False))
     np.testing.assert_allclose(off.compensate(a, q, prev), a)  # the switch
+
+
+def test_buffer_persists_and_workers_pool(tmp_path):
+    """Saved with its buffer, a compensator resumes learning; two workers' halves pool into one model."""
+    cfg = CompensationConfig(update_every=20, min_samples=40)
+    a, b = SelfCompensator(3, cfg), SelfCompensator(3, cfg)
+    run(a, steps=150, seed=0)
+    run(b, steps=150, seed=1)
+    resumed = SelfCompensator.load(a.save(tmp_path / "a.json", buffer=True))
+    assert resumed.samples == a.samples == 150 and resumed.fits == a.fits
+    errors = run(resumed, steps=50, seed=2)
+    assert resumed.samples == 200
+    fresh = run(SelfCompensator(3, cfg), steps=50, seed=2)
+    assert errors.mean() < 0.3 * fresh.mean()  # compensated from its first step: no relearning
+    b.save(tmp_path / "b.json", buffer=True)
+    pooled = SelfCompensator.merged([tmp_path / "a.json", tmp_path / "b.json"])
+    assert pooled.samples == 300 and pooled.fits == 1
+    np.testing.assert_allclose(pooled.weights, a.weights, atol=0.01)  # the same arm, the same model
+
+
+def test_load_names_a_bad_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match=r"bad\.json: not a saved compensator"):
+        SelfCompensator.load(bad)

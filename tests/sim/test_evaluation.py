@@ -15,6 +15,7 @@ from sim.env import EnvConfig
 from sim.evaluation import EvalConfig, evaluate, wilson_interval
 from sim.robots.panda import PANDA
 from sim.tasks.base import OPEN
+from vla.runtime.compensation import SelfCompensator
 
 RUNTIME_TESTS = (
     Path(__file__).resolve().parents[1] / "runtime"
@@ -249,3 +250,32 @@ def test_runtime_options_run_through_the_evaluation(home_ckpt, tmp_path, worker_
         _cfg(home_ckpt, tmp_path, safety="maybe")
     with pytest.raises(FileNotFoundError, match=r"upcycling\.json"):
         evaluate(_cfg(home_ckpt, tmp_path / "up", episodes=1, workers=0, videos=0, upcycling=True))
+
+
+def test_compensator_is_saved_and_reloaded_between_runs(home_ckpt, tmp_path, worker_path):
+    """compensation=true pools the workers' models into <out>/compensator.json; compensator=<file> starts
+    the next run from it (compensated from the first step) and keeps learning."""
+    first = evaluate(
+        _cfg(home_ckpt, tmp_path / "a", episodes=2, workers=2, videos=0, stress="backlash", compensation=True)
+    )
+    saved = first.config.out_dir / "compensator.json"
+    comp = SelfCompensator.load(saved)
+    assert comp.fits >= 1 and comp.samples == sum(e.length for e in first.episodes)
+    assert not (first.config.out_dir / "compensation").exists()  # the per-worker files are pooled away
+    second = evaluate(
+        _cfg(
+            home_ckpt,
+            tmp_path / "b",
+            episodes=1,
+            workers=0,
+            videos=0,
+            stress="backlash",
+            compensation=True,
+            compensator=str(saved),
+        )
+    )
+    assert SelfCompensator.load(second.config.out_dir / "compensator.json").samples == min(
+        comp.samples + second.episodes[0].length, comp.cfg.buffer
+    )
+    with pytest.raises(ValueError, match="needs compensation=true"):
+        _cfg(home_ckpt, tmp_path, compensator=str(saved))

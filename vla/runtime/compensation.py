@@ -11,7 +11,8 @@ relabelling gives the inverse: to reach the policy's target a, command c with c 
 fixed-point iteration c <- a - e(c) and kept inside a trust region |c - a| <= delta around the base
 policy's action. Fits run in a background thread every ``update_every`` periods, never in the control
 loop; the model in use is swapped atomically. ``enabled=False`` passes actions through (and keeps
-learning). The fitted model saves to and loads from JSON (no pickle).
+learning). The fitted model saves to and loads from JSON (no pickle), optionally with its buffer (npz),
+so a deployment resumes compensated and keeps learning across runs.
 """
 
 from __future__ import annotations
@@ -121,9 +122,17 @@ class SelfCompensator:
         return c
 
     # ---- persistence ----------------------------------------------------------------------------------
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: str | Path, buffer: bool = False) -> Path:
+        """The model as JSON; with ``buffer=True`` also the logged pairs, as ``<path>.buffer.npz`` next to
+        it, so a reloaded compensator keeps learning from where this one stopped."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        if buffer:
+            with self._lock:
+                q, c, cp, e = self._ordered()
+            tmp_npz = _buffer_path(path).with_suffix(".tmp.npz")
+            np.savez(tmp_npz, q=q, c=c, cp=cp, e=e)
+            tmp_npz.replace(_buffer_path(path))
         tmp = path.with_suffix(".tmp")
         tmp.write_text(
             json.dumps({"config": asdict(self.cfg), "weights": self.weights.tolist(), "fits": self.fits})
@@ -131,12 +140,60 @@ class SelfCompensator:
         tmp.replace(path)
         return path
 
+    def _ordered(self) -> tuple[np.ndarray, ...]:
+        """The buffer's pairs, oldest first."""
+        n, size = min(self._count, self.cfg.buffer), self.cfg.buffer
+        idx = (np.arange(n) + (self._count - n)) % size
+        return self._q[idx].copy(), self._c[idx].copy(), self._cp[idx].copy(), self._e[idx].copy()
+
+    def extend(self, q: np.ndarray, c: np.ndarray, cp: np.ndarray, e: np.ndarray) -> None:
+        """Append logged pairs [n, J] (e = executed - command) without fitting."""
+        with self._lock:
+            for row in zip(q, c, cp, e, strict=True):
+                i = self._count % self.cfg.buffer
+                self._q[i], self._c[i], self._cp[i], self._e[i] = row
+                self._count += 1
+
+    @property
+    def samples(self) -> int:
+        return min(self._count, self.cfg.buffer)
+
     @classmethod
     def load(cls, path: str | Path, cfg: CompensationConfig | None = None) -> SelfCompensator:
-        blob = json.loads(Path(path).read_text())
-        w = np.asarray(blob["weights"], dtype=np.float64)
+        path = Path(path)
+        try:
+            blob = json.loads(path.read_text())
+            w = np.asarray(blob["weights"], dtype=np.float64)
+        except (OSError, ValueError, KeyError) as exc:
+            raise ValueError(f"{path}: not a saved compensator ({exc})") from exc
         if w.ndim != 2 or w.shape[1] != N_FEATURES:
             raise ValueError(f"{path}: weights of shape {w.shape}, expected [J, {N_FEATURES}]")
         comp = cls(w.shape[0], cfg or CompensationConfig(**blob["config"]))
         comp.weights, comp.fits = w, int(blob.get("fits", 1))
+        if _buffer_path(path).is_file():
+            buf = _buffer_path(path)
+            with np.load(buf, allow_pickle=False) as z:
+                if z["q"].shape[1:] != (w.shape[0],):
+                    raise ValueError(f"{buf}: pairs of {z['q'].shape[1:]}, expected {w.shape[0]}")
+                comp.extend(z["q"], z["c"], z["cp"], z["e"])
         return comp
+
+    @classmethod
+    def merged(cls, paths: list[Path], cfg: CompensationConfig | None = None) -> SelfCompensator:
+        """One compensator from several saved ones (e.g. one per eval worker): their buffers pooled and
+        refitted; without buffers, their weights averaged."""
+        if not paths:
+            raise ValueError("merged() needs at least one saved compensator")
+        parts = [cls.load(p, cfg) for p in paths]
+        out = cls(parts[0].dims, cfg or parts[0].cfg)
+        for part in parts:
+            out.extend(*part._ordered())
+        if out.samples >= out.cfg.min_samples:
+            out.fit()
+        else:
+            out.weights, out.fits = np.mean([p.weights for p in parts], axis=0), max(p.fits for p in parts)
+        return out
+
+
+def _buffer_path(path: Path) -> Path:
+    return path.with_name(path.stem + ".buffer.npz")
