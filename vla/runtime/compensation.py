@@ -169,7 +169,7 @@ class SelfCompensator:
         if w.ndim != 2 or w.shape[1] != N_FEATURES:
             raise ValueError(f"{path}: weights of shape {w.shape}, expected [J, {N_FEATURES}]")
         comp = cls(w.shape[0], cfg or CompensationConfig(**blob["config"]))
-        comp.weights, comp.fits = w, int(blob.get("fits", 1))
+        comp.weights, comp.fits = w.reshape(w.shape[0], N_FEATURES), int(blob.get("fits", 1))
         if _buffer_path(path).is_file():
             buf = _buffer_path(path)
             with np.load(buf, allow_pickle=False) as z:
