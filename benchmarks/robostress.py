@@ -30,10 +30,12 @@ def main() -> None:
     p.add_argument("--severity", type=float, default=0.5)
     p.add_argument("--horizon", type=int, default=3)
     p.add_argument(
-        "--checkpoint", default=None, help="default outputs/sft/<task>_final/train/checkpoints/last"
+        "--checkpoint",
+        default=None,
+        help="default outputs/sft/<task>/train/checkpoints/last (benchmarks/sft.py)",
     )
     args = p.parse_args()
-    ckpt = Path(args.checkpoint or f"outputs/sft/{args.task}_final/train/checkpoints/last")
+    ckpt = Path(args.checkpoint or f"outputs/sft/{args.task}/train/checkpoints/last")
     table: dict[str, dict[str, float]] = {}
     for scenario in [None, *SCENARIOS]:
         name = scenario or "nominal"

@@ -31,7 +31,7 @@ def main() -> None:
     args = p.parse_args()
     rows, ratios = [], []
     for task in args.tasks:
-        ckpt = Path(args.checkpoint_root) / f"{task}_final" / "train" / "checkpoints" / "last"
+        ckpt = Path(args.checkpoint_root) / task / "train" / "checkpoints" / "last"
         res = {}
         for rtc in (False, True):
             r = evaluate(

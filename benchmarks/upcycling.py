@@ -2,7 +2,7 @@
 
     python benchmarks/upcycling.py [--episodes 50] [--tasks reach pick_place]
 
-For each task: the SFT checkpoint of ``benchmarks/sft.py`` (``outputs/sft/<task>_final``; its
+For each task: the SFT checkpoint of ``benchmarks/sft.py`` (``outputs/sft/<task>``; its
 ``upcycling.json`` holds the demo-calibrated threshold) is evaluated on the same episodes with the
 preset's fixed horizon h0 and with upcycling from h0. Prints ``policy-call ratio: <x>`` (the smaller of the
 tasks' fixed/upcycled calls per episode) and ``success within interval: yes|no`` (the upcycled success
@@ -45,18 +45,19 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", nargs="+", default=["reach", "pick_place"])
     p.add_argument("--episodes", type=int, default=50)
-    p.add_argument("--demo-root", default="outputs/data", help="<root>/<task>_200_v2: demos for calibration")
     p.add_argument(
-        "--checkpoint-root", default="outputs/sft", help="<root>/<task>_final/train/checkpoints/last"
+        "--checkpoint-root",
+        default="outputs/sft",
+        help="<root>/<task>/train/checkpoints/last (benchmarks/sft.py)",
     )
     args = p.parse_args()
     rows, ratios, inside = [], [], []
     for task in args.tasks:
-        ckpt = Path(args.checkpoint_root) / f"{task}_final" / "train" / "checkpoints" / "last"
+        ckpt = Path(args.checkpoint_root) / task / "train" / "checkpoints" / "last"
         if not ckpt.is_dir():
             raise FileNotFoundError(f"{ckpt}: run python benchmarks/sft.py --task {task} first")
         if not (ckpt / UPCYCLING_FILE).is_file():  # checkpoints from before vla-train wrote it
-            calibrate(ckpt, Path(args.demo_root) / f"{task}_200_v2")
+            calibrate(ckpt, Path(args.checkpoint_root) / task / "demos")
         res = {}
         for name, up in (("fixed", False), ("upcycled", True)):
             r = evaluate(

@@ -23,13 +23,16 @@ class ExpertNoise:
     * ``execute_std`` (rad) is DART (Laskey et al. 2017): the env executes ``a* + eps``,
       eps ~ N(0, execute_std^2), while the dataset records the expert's clean ``a*``. The states then
       cover the expert's neighbourhood and the labels show the way back -- the supervision against
-      compounding error that plain demos lack. See :meth:`executed`.
+      compounding error that plain demos lack. ``contact_scale`` scales it in the phases that are not
+      free-space moves (descend, grasp, lower, ...), where full noise would knock objects over. See
+      :meth:`executed`.
     """
 
     action_std: float = 0.0
     detour_prob: float = 0.0
     detour_scale: float = 0.08
     execute_std: float = 0.0
+    contact_scale: float = 1.0
 
     @property
     def active(self) -> bool:
@@ -113,8 +116,9 @@ class ScriptedExpert:
         """What the env runs for the recorded ``action``: ``action`` plus DART noise on the arm joints."""
         if self.noise.execute_std <= 0:
             return action
+        std = self.noise.execute_std * (1.0 if self.phases[self.k].detour_ok else self.noise.contact_scale)
         out = action.copy()
-        out[:7] += self.rng.normal(0.0, self.noise.execute_std, 7).astype(out.dtype)
+        out[:7] += self.rng.normal(0.0, std, 7).astype(out.dtype)
         return out
 
 

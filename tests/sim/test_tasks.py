@@ -76,6 +76,16 @@ def test_dart_noise_perturbs_the_states_but_records_the_clean_labels():
     np.testing.assert_allclose(a0[:n], a1[:n], atol=1e-6)
     # ... while the arm visits states off the clean path
     assert np.abs(s0[1:n] - s1[1:n]).max() > 0.02
+    # contact_scale=0: no noise while grasping (only in free-space moves)
+    env = TabletopEnv(EnvConfig(task="pick_place", render=False))
+    expert = ScriptedExpert(env, ExpertNoise(execute_std=0.05, contact_scale=0.0), seed=0)
+    env.reset(seed=3)
+    expert.reset()
+    for _ in range(40):
+        a = expert.act()
+        free = expert.phases[expert.k].detour_ok
+        assert (np.abs(expert.executed(a) - a).max() > 0) == free
+        env.step(expert.executed(a))
 
 
 @pytest.mark.slow
