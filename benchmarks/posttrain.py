@@ -4,7 +4,10 @@
 
 On the fixed task (reach by default):
 
-1. expert demos (collected once), then a deliberately weak base SFT (few steps; cached);
+1. expert demos plus demos of a sloppy demonstrator (every goal off by one per-episode offset ~ N(0,
+   aim_std^2): mostly near misses, kept as failed demos) -- the mixed-quality data that credit
+   methods are for and plain BC imitates -- collected once; then a deliberately weak base SFT on both
+   (few steps; cached);
 2. per seed s: rollouts of the base with the simulated operator (HG-DAgger takeovers), shared by the
    method and the control of that seed;
 3. the control: ``vla-train experiment=posttrain_sft`` from the base on demos + rollouts (cached per seed);
@@ -30,6 +33,7 @@ import sim  # noqa: F401  (GL backend before mujoco)
 from sim.collect import CollectConfig, collect
 from sim.env import EnvConfig
 from sim.evaluation import EvalConfig, evaluate
+from sim.experts import ExpertNoise
 from sim.rollout import RolloutConfig, rollout
 from sim.teleop import TeleopConfig
 from training.config import TrainConfig
@@ -89,6 +93,8 @@ def main() -> None:
     p.add_argument("--task", default="reach")
     p.add_argument("--demos", type=int, default=100)
     p.add_argument("--demo-dir", default=None, help="dataset folder of the demos (default <out>/demos)")
+    p.add_argument("--sloppy", type=int, default=100, help="demos of the sloppy demonstrator (0: none)")
+    p.add_argument("--aim-std", type=float, default=0.04, help="the sloppy demonstrator's goal error, m")
     p.add_argument("--base-steps", type=int, default=1200, help="the deliberately weak base SFT")
     p.add_argument("--steps", type=int, default=1000, help="post-training steps (method and control)")
     p.add_argument("--rollouts", type=int, default=60, help="rollout episodes per seed")
@@ -100,15 +106,29 @@ def main() -> None:
         "overrides", nargs="*", help="extra vla-train overrides for the method, e.g. algo.guidance=1.5"
     )
     args = p.parse_args()
-    out = Path(args.out) / args.task
+    out = Path(args.out) / (f"{args.task}_mixed{args.sloppy}" if args.sloppy else args.task)
     demos = Path(args.demo_dir) if args.demo_dir else out / "demos"
+    sloppy = out / "demos_sloppy"
     t0 = time.perf_counter()
 
-    have = len(read_episode_info(demos)) if (demos / "meta" / "vla_episodes.jsonl").exists() else 0
-    if have < args.demos:
-        collect(
-            CollectConfig(task=args.task, episodes=args.demos, out=str(demos), env=EnvConfig(task=args.task))
-        )
+    for root, n, noise, seed in (
+        (demos, args.demos, ExpertNoise(), 0),
+        (sloppy, args.sloppy, ExpertNoise(aim_std=args.aim_std), 50_000),
+    ):
+        have = len(read_episode_info(root)) if (root / "meta" / "vla_episodes.jsonl").exists() else 0
+        if have < n:
+            k, m, _ = collect(
+                CollectConfig(
+                    task=args.task,
+                    episodes=n,
+                    out=str(root),
+                    seed=seed,
+                    noise=noise,
+                    env=EnvConfig(task=args.task),
+                )
+            )
+            print(f"{root}: demonstrator success {k}/{m}")
+    roots = [demos, sloppy] if args.sloppy else [demos]
 
     base_dir = out / "base"
     base_ckpt = base_dir / "checkpoints" / "last"
@@ -116,8 +136,8 @@ def main() -> None:
         cfg = _compose(
             [
                 f"experiment=sft_{args.task}",
-                f"data.roots=[{demos}]",
-                f"data.max_episodes={args.demos}",
+                f"data.roots=[{','.join(map(str, roots))}]",
+                f"data.max_episodes={max(args.demos, args.sloppy)}",
                 f"steps={args.base_steps}",
                 f"out={base_dir}",
                 "env=none",
@@ -151,8 +171,8 @@ def main() -> None:
             )
         common = [
             f"init_from={base_ckpt}",
-            f"data.roots=[{demos},{rollouts}]",
-            f"data.max_episodes={max(args.demos, args.rollouts)}",
+            f"data.roots=[{','.join(map(str, [*roots, rollouts]))}]",
+            f"data.max_episodes={max(args.demos, args.sloppy, args.rollouts)}",
             f"steps={args.steps}",
             f"seed={s}",
             "env=none",
@@ -206,7 +226,8 @@ def _table(args, base, ctrl, meth, lift) -> str:
     return "\n".join(
         [
             f"**{args.method} vs control on {args.task}** ({args.seeds} seeds; base SFT "
-            f"{100 * base['rate']:.0f}% after {args.base_steps} steps on {args.demos} demos; per seed "
+            f"{100 * base['rate']:.0f}% after {args.base_steps} steps on {args.demos} expert + "
+            f"{args.sloppy} sloppy demos (goal error std {args.aim_std} m); per seed "
             f"{args.rollouts} rollouts with simulated takeovers; {args.steps} post-training steps; "
             f"{args.eval_episodes} evaluation episodes each).",
             "Success in %, mean [95% t-interval over seeds]:",

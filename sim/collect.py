@@ -24,6 +24,7 @@ from vla.data.schema import (
 )
 from vla.data.writer import EpisodeWriter
 
+GIVE_UP_STEPS = 5  # control steps an expert that finished its plan without success goes on recording
 STATE_NAMES = [f"joint{i}" for i in range(1, 8)] + ["gripper"]
 
 
@@ -115,12 +116,15 @@ def collect(cfg: CollectConfig) -> tuple[int, int, Path]:
             init_state = env.get_state()
             expert.rng = np.random.default_rng([cfg.seed, seed])
             expert.reset()
-            success = False
+            success, idle = False, 0
             while True:
                 action = expert.act()  # recorded; the env runs it with DART noise if configured
                 nobs, reward, terminated, truncated, info = env.step(expert.executed(action))
                 success = success or info["success"]
-                end = terminated or truncated or (expert.done and success)
+                # the demonstrator is done: at the success, or (a sloppy or failed attempt) a few steps
+                # after its plan ended without one (objects may still be settling)
+                idle = idle + 1 if expert.done else 0
+                end = terminated or truncated or (expert.done and success) or idle > GIVE_UP_STEPS
                 writer.add_frame(make_frame(obs, action, reward, end, env_cfg.cameras))
                 obs = nobs
                 if end:

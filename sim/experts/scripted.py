@@ -20,6 +20,9 @@ class ExpertNoise:
       action is noisy, i.e. suboptimal data.
     * with probability ``detour_prob`` a free-space move first goes through a random point up to
       ``detour_scale`` m off its straight path.
+    * ``aim_std`` (m): a sloppy demonstrator. Each episode draws one offset ~ N(0, aim_std^2 I_3) that
+      is added to every phase goal, so the demo ends off target (on reach: a failed demo, a near miss).
+      Mixed-quality data for credit methods to sort out.
     * ``execute_std`` (rad) is DART (Laskey et al. 2017): the env executes ``a* + eps``,
       eps ~ N(0, execute_std^2), while the dataset records the expert's clean ``a*``. The states then
       cover the expert's neighbourhood and the labels show the way back -- the supervision against
@@ -33,10 +36,11 @@ class ExpertNoise:
     detour_scale: float = 0.08
     execute_std: float = 0.0
     contact_scale: float = 1.0
+    aim_std: float = 0.0
 
     @property
     def active(self) -> bool:
-        return self.action_std > 0 or self.detour_prob > 0 or self.execute_std > 0
+        return self.action_std > 0 or self.detour_prob > 0 or self.execute_std > 0 or self.aim_std > 0
 
 
 class ScriptedExpert:
@@ -66,6 +70,7 @@ class ScriptedExpert:
         self.yaw = self.ik.site_yaw(self.q_cmd) if takeover else 0.0
         self.k = env.task.takeover_phase(env.model, env.data, self.phases) - 1 if takeover else -1
         self.done = False
+        self.aim = self.rng.normal(0.0, self.noise.aim_std, 3) if self.noise.aim_std > 0 else np.zeros(3)
         self._next_phase()
 
     def _next_phase(self) -> None:
@@ -76,7 +81,7 @@ class ScriptedExpert:
             return
         ph = self.phases[self.k]
         pos, yaw = ph.target(self.env.model, self.env.data)
-        self.goal, self.goal_yaw, self.settle = np.asarray(pos, dtype=float), float(yaw), ph.settle
+        self.goal, self.goal_yaw, self.settle = np.asarray(pos, dtype=float) + self.aim, float(yaw), ph.settle
         after_detour = self.k > 0 and self.phases[self.k - 1].name == "detour"
         if ph.detour_ok and not after_detour and self.rng.random() < self.noise.detour_prob:
             mid = (self.ref + self.goal) / 2 + self.rng.uniform(-1, 1, 3) * self.noise.detour_scale
