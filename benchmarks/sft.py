@@ -41,6 +41,16 @@ DART = {
 }
 
 
+def train_step(ckpt: Path) -> int | None:
+    """The optimiser step a checkpoint was saved at (the run may stop at its time budget first)."""
+    state = ckpt / "train_state" / "state.json"
+    if not state.is_file():
+        return None
+    fields = dict(json.loads(state.read_text()).get("__dict__", []))  # the TrainState dataclass fields
+    step = fields.get("step")
+    return int(step) if isinstance(step, int) else None
+
+
 def ensure_demos(task: str, episodes: int, root: Path, noise: ExpertNoise) -> None:
     have = len(read_episode_info(root)) if (root / "meta" / "vla_episodes.jsonl").exists() else 0
     if have >= episodes:
@@ -76,6 +86,7 @@ def main() -> None:
     p.add_argument(
         "--contact-scale", type=float, default=None, help="DART noise factor in contact phases (per task)"
     )
+    p.add_argument("--eval-only", action="store_true", help="evaluate <out>/train's checkpoint, no training")
     p.add_argument("--eval-during-training", action="store_true", help="keep the preset's periodic sim eval")
     p.add_argument("--out", default=None)
     p.add_argument("--demos", default=None, help="dataset folder of the demos (default <out>/demos)")
@@ -89,7 +100,8 @@ def main() -> None:
         noise = replace(noise, execute_std=args.dart)
     if args.contact_scale is not None:
         noise = replace(noise, contact_scale=args.contact_scale)
-    ensure_demos(args.task, args.episodes, data, noise)
+    if not args.eval_only:
+        ensure_demos(args.task, args.episodes, data, noise)
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         cfg = compose(
@@ -105,9 +117,19 @@ def main() -> None:
             ],
         )
     tcfg: TrainConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-    t0 = time.perf_counter()
-    ckpt = train(tcfg)
-    train_min = (time.perf_counter() - t0) / 60
+    name = f"sft_{args.task}" + (f"_{args.tag}" if args.tag else "")
+    if args.eval_only:  # re-evaluate the trained checkpoint (e.g. at another horizon); training time kept
+        ckpt = Path(tcfg.out) / "checkpoints" / "last"
+        if not (ckpt / "model.safetensors").is_file():
+            raise FileNotFoundError(f"--eval-only: no trained checkpoint at {ckpt}")
+        old = RESULTS / f"{name}.json"
+        train_min = (
+            json.loads(old.read_text()).get("train_minutes", float("nan")) if old.is_file() else float("nan")
+        )
+    else:
+        t0 = time.perf_counter()
+        ckpt = train(tcfg)
+        train_min = (time.perf_counter() - t0) / 60
 
     ecfg = EvalConfig(
         checkpoint=str(ckpt),
@@ -130,6 +152,7 @@ def main() -> None:
         "train_minutes": round(train_min, 1),
         "budget_minutes": args.minutes,
         "steps": tcfg.steps,
+        "steps_done": train_step(ckpt),
         "horizon": args.horizon or tcfg.env.horizon or 10,
         "success": result.successes,
         "episodes": result.n,
@@ -143,7 +166,6 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    name = f"sft_{args.task}" + (f"_{args.tag}" if args.tag else "")
     (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
     print(f"success: {result.successes}/{result.n}")
 
