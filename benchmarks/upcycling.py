@@ -50,13 +50,18 @@ def main() -> None:
         default="outputs/sft",
         help="<root>/<task>/train/checkpoints/last (benchmarks/sft.py)",
     )
+    p.add_argument(
+        "--quantile", type=float, default=0.5, help="tau = this quantile of the demos' velocity change"
+    )
+    p.add_argument("--max-factor", type=float, default=2.0, help="h* <= max_factor x h0")
     args = p.parse_args()
     rows, ratios, inside = [], [], []
     for task in args.tasks:
         ckpt = Path(args.checkpoint_root) / task / "train" / "checkpoints" / "last"
         if not ckpt.is_dir():
             raise FileNotFoundError(f"{ckpt}: run python benchmarks/sft.py --task {task} first")
-        if not (ckpt / UPCYCLING_FILE).is_file():  # checkpoints from before vla-train wrote it
+        have = json.loads((ckpt / UPCYCLING_FILE).read_text()) if (ckpt / UPCYCLING_FILE).is_file() else {}
+        if "taus" not in have:  # checkpoints from before vla-train wrote it (or its quantile table)
             calibrate(ckpt, Path(args.checkpoint_root) / task / "demos")
         res = {}
         for name, up in (("fixed", False), ("upcycled", True)):
@@ -69,6 +74,8 @@ def main() -> None:
                     seed=30_000,
                     horizon=H0.get(task, 10),
                     upcycling=up,
+                    upcycling_quantile=args.quantile if up else None,
+                    upcycling_max=round(args.max_factor * H0.get(task, 10)) if up else None,
                     out=f"outputs/bench_upcycling/{task}_{name}",
                     videos=0,
                     progress=False,

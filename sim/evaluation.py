@@ -38,7 +38,7 @@ from vla.runtime import ChunkExecutor, PolicyRunner
 from vla.runtime.async_executor import AsyncChunkExecutor
 from vla.runtime.compensation import CompensationConfig, SelfCompensator
 from vla.runtime.safety import SafetyConfig, SafetyLayer
-from vla.runtime.upcycling import UPCYCLING_FILE, UpcyclingConfig, upcycled_horizon
+from vla.runtime.upcycling import UPCYCLING_FILE, UpcyclingConfig, tau_from_calibration, upcycled_horizon
 
 REPORT_FILE = "eval.json"
 COMPENSATOR_FILE = "compensator.json"
@@ -80,6 +80,8 @@ class EvalConfig:
     # deployment features of vla.runtime: execution-horizon upcycling (thresholds from the checkpoint's
     # upcycling.json), asynchronous inference with a simulated delay of d control steps, real-time chunking
     upcycling: bool = False
+    upcycling_quantile: float | None = None  # tau at this demo quantile (None: the calibrated default)
+    upcycling_max: int | None = None  # upper bound on the upcycled horizon h*
     async_delay: int | None = None
     rtc: bool = False
     # the safety layer with the robot profile's limits: None (off), "hold" (any violation holds the arm
@@ -362,7 +364,13 @@ class EpisodeRunner:
         if not path.is_file():
             raise FileNotFoundError(f"upcycling=true needs {path} (written by vla-train from the demos)")
         calib = json.loads(path.read_text())
-        ucfg = UpcyclingConfig(enabled=True, tau=float(calib["tau"]), delay_margin=cfg.async_delay or 0)
+        try:
+            tau = tau_from_calibration(calib, cfg.upcycling_quantile)
+        except KeyError as exc:
+            raise KeyError(f"{path}: {exc.args[0]}") from None
+        ucfg = UpcyclingConfig(
+            enabled=True, tau=tau, delay_margin=cfg.async_delay or 0, max_horizon=cfg.upcycling_max
+        )
         scale, dt = np.asarray(calib["scale"]), 1.0 / cfg.env.control_hz
         return lambda chunk, h0: upcycled_horizon(chunk, h0, dt, ucfg, scale)
 

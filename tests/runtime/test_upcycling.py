@@ -4,7 +4,15 @@ import numpy as np
 import pytest
 
 from vla.runtime import ChunkExecutor
-from vla.runtime.upcycling import UpcyclingConfig, calibrate_tau, upcycled_horizon, velocity_change
+from vla.runtime.upcycling import (
+    CALIBRATION_QUANTILES,
+    UpcyclingConfig,
+    calibrate_tau,
+    calibration_from_actions,
+    tau_from_calibration,
+    upcycled_horizon,
+    velocity_change,
+)
 
 DT = 0.1
 
@@ -29,6 +37,21 @@ def test_horizon_extends_to_the_break():
     cfg_d = UpcyclingConfig(enabled=True, tau=0.5, delay_margin=4)
     assert upcycled_horizon(chunk_with_break(brk=18), 5, DT, cfg_d) == 16  # h* <= H - d
     assert upcycled_horizon(chunk_with_break(brk=12), 5, DT, UpcyclingConfig(enabled=False, tau=0.5)) == 5
+    capped = UpcyclingConfig(enabled=True, tau=0.5, max_horizon=8)
+    assert upcycled_horizon(chunk_with_break(brk=12), 5, DT, capped) == 8  # h* <= max_horizon
+    assert upcycled_horizon(chunk_with_break(brk=12), 10, DT, capped) == 10  # never below h0
+
+
+def test_calibration_stores_a_tau_per_quantile():
+    rng = np.random.default_rng(0)
+    actions = np.cumsum(rng.normal(size=(200, 3)), axis=0)  # 10 episodes of 20 steps
+    ends = np.repeat(np.arange(20, 201, 20), 20)
+    calib = calibration_from_actions(actions, ends, chunk_size=10, dt=DT)
+    taus = [tau_from_calibration(calib, q) for q in CALIBRATION_QUANTILES]
+    assert taus == sorted(taus) and taus[0] < taus[-1]
+    assert tau_from_calibration(calib) == calib["tau"] == tau_from_calibration(calib, 0.95)
+    with pytest.raises(KeyError, match=r"quantile 0\.6"):
+        tau_from_calibration(calib, 0.6)
 
 
 def test_threshold_from_demo_quantile_and_from_the_prefix():

@@ -25,8 +25,11 @@ class UpcyclingConfig:
     kappa: float = 3.0
     quantile: float = 0.95  # calibration: the demo quantile of the velocity change used as tau
     delay_margin: int = 0  # d: h* <= H - d
+    max_horizon: int | None = None  # an upper bound on h* (None: H - d)
 
     def __post_init__(self) -> None:
+        if self.max_horizon is not None and self.max_horizon < 1:
+            raise ValueError(f"upcycling: max_horizon={self.max_horizon} must be >= 1")
         if self.kappa <= 0 or not 0.0 < self.quantile < 1.0 or self.delay_margin < 0:
             raise ValueError(
                 f"upcycling: kappa={self.kappa} > 0, quantile={self.quantile} in (0, 1), "
@@ -53,7 +56,10 @@ def upcycled_horizon(
 ) -> int:
     """h*: how many actions of ``chunk`` [H, A] to execute (see the module docstring)."""
     h_len = len(chunk)
-    upper = max(h0, h_len - cfg.delay_margin)
+    upper = h_len - cfg.delay_margin
+    if cfg.max_horizon is not None:
+        upper = min(upper, cfg.max_horizon)
+    upper = max(h0, upper)
     if not cfg.enabled or h0 >= upper:
         return h0
     dv = velocity_change(chunk, dt, scale)  # dv[k - 1] = ||v_k - v_{k-1}||
@@ -79,6 +85,7 @@ def calibrate_tau(
 
 
 UPCYCLING_FILE = "upcycling.json"
+CALIBRATION_QUANTILES = (0.5, 0.75, 0.9, 0.95)
 
 
 def calibration_from_actions(
@@ -101,4 +108,24 @@ def calibration_from_actions(
     pick = rng.choice(starts, size=min(max_chunks, len(starts)), replace=False)
     chunks = [actions[t : min(t + chunk_size, int(episode_end[t]))] for t in pick]
     tau = calibrate_tau(chunks, dt, quantile, scale)
-    return {"tau": tau, "scale": scale.tolist(), "quantile": quantile, "dt": dt, "chunks": len(pick)}
+    taus = {str(q): calibrate_tau(chunks, dt, q, scale) for q in CALIBRATION_QUANTILES}
+    return {
+        "tau": tau,
+        "taus": taus,  # tau at other quantiles, so a deployment can choose a stricter one
+        "scale": scale.tolist(),
+        "quantile": quantile,
+        "dt": dt,
+        "chunks": len(pick),
+    }
+
+
+def tau_from_calibration(calib: dict, quantile: float | None = None) -> float:
+    """The calibrated tau, at ``quantile`` if given (one of :data:`CALIBRATION_QUANTILES`)."""
+    if quantile is None:
+        return float(calib["tau"])
+    taus = calib.get("taus", {})
+    if str(quantile) not in taus:
+        raise KeyError(
+            f"no tau calibrated at quantile {quantile} (have {sorted(taus)}; recalibrate from the demos)"
+        )
+    return float(taus[str(quantile)])
