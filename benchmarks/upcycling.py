@@ -7,7 +7,7 @@ For each task: the SFT checkpoint of ``benchmarks/sft.py`` (``outputs/sft/<task>
 preset's fixed horizon h0 and with upcycling from h0. Prints ``policy-call ratio: <x>`` (the smaller of the
 tasks' fixed/upcycled calls per episode) and ``success within interval: yes|no`` (the upcycled success
 inside the fixed horizon's 95% Wilson interval on every task) last; writes
-benchmarks/results/upcycling.json and a table into docs/results.md.
+benchmarks/results/upcycling.json and prints the markdown table (docs/results.md records it).
 """
 
 from __future__ import annotations
