@@ -45,6 +45,9 @@ class FlowMatchingConfig:
     # what deployment conditions on unless told otherwise (RECAP post-training sets 1; CFG scale beta)
     inference_cond: int | None = None
     inference_guidance: float | None = None
+    # CFG only for flow times tau in [lo, hi) (Kynkaanniemi et al. 2024, guidance in a limited interval);
+    # the other steps run the conditioned expert alone. [0, 1]: every step.
+    guidance_interval: tuple[float, float] = (0.0, 1.0)
     # real-time chunking (prefix inpainting at sampling): max guidance weight and the prefix weight decay
     rtc_beta_max: float = 10.0
     rtc_schedule: str = "exp"  # or "linear"
@@ -63,6 +66,9 @@ class FlowMatchingConfig:
             raise ValueError(f"tokenizer={self.tokenizer!r}: use 'byte' or 'hf:<local folder>'")
         if not 0.0 <= self.cond_dropout <= 1.0:
             raise ValueError(f"cond_dropout={self.cond_dropout} not in [0, 1]")
+        lo, hi = self.guidance_interval
+        if not 0.0 <= lo <= hi <= 1.0:
+            raise ValueError(f"guidance_interval={self.guidance_interval}: need 0 <= lo <= hi <= 1")
         if self.keypoints < 0:
             raise ValueError(f"keypoints={self.keypoints} must be >= 0")
         if self.inference_cond not in (None, 0, 1):

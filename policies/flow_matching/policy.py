@@ -169,12 +169,19 @@ class FlowMatchingPolicy(nn.Module):
                 if guided:
                     cache, mask2 = _repeat(cache), torch.cat([mask, mask])
 
-            def velocity(xx: Tensor, tau=tau, cache=cache, mask=mask, mask2=mask2) -> Tensor:
-                if guided:
+            lo, hi = self.config.guidance_interval
+            guide_now = guided and lo <= i / k < hi
+
+            def velocity(
+                xx: Tensor, tau=tau, cache=cache, mask=mask, mask2=mask2, guide_now=guide_now
+            ) -> Tensor:
+                if guide_now:
                     v_u, v_c = self.model.velocity(
                         torch.cat([xx, xx]), torch.cat([tau, tau]), cache, mask2, cond2
                     ).chunk(2)
                     return v_u + guidance * (v_c - v_u)
+                if guided:  # outside the guidance interval: the conditioned half of the cache
+                    return self.model.velocity(xx, tau, _half(cache), mask, cond)
                 return self.model.velocity(xx, tau, cache, mask, cond)
 
             if prefix is None:
@@ -210,3 +217,8 @@ class FlowMatchingPolicy(nn.Module):
 
 def _repeat(cache: list[KV]) -> list[KV]:
     return [(torch.cat([k, k]), torch.cat([v, v])) for k, v in cache]
+
+
+def _half(cache: list[KV]) -> list[KV]:
+    """The first copy of a :func:`_repeat`-ed cache (views, no copy)."""
+    return [(k[: len(k) // 2], v[: len(v) // 2]) for k, v in cache]

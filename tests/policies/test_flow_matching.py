@@ -77,6 +77,15 @@ def test_cfg_beta_one_equals_conditional_and_zero_init_indicator():
     torch.testing.assert_close(p.sample_chunk(obs, noise=noise, cond=cond, guidance=1.0), conditional)
     guided = p.sample_chunk(obs, noise=noise, cond=cond, guidance=3.0)
     assert not torch.allclose(guided, conditional)
+    # guidance in a limited interval: an empty one is plain conditional sampling, a partial one differs
+    # from both, and the full one is the default
+    p.config.guidance_interval = (0.5, 0.5)
+    torch.testing.assert_close(p.sample_chunk(obs, noise=noise, cond=cond, guidance=3.0), conditional)
+    p.config.guidance_interval = (0.2, 0.7)
+    partial = p.sample_chunk(obs, noise=noise, cond=cond, guidance=3.0)
+    assert not torch.allclose(partial, guided) and not torch.allclose(partial, conditional)
+    p.config.guidance_interval = (0.0, 1.0)
+    torch.testing.assert_close(p.sample_chunk(obs, noise=noise, cond=cond, guidance=3.0), guided)
 
 
 def test_cached_and_uncached_samplers_agree():
