@@ -77,6 +77,7 @@ class EvalConfig:
     # (e.g. an earlier run's <out>/compensator.json) to start from, compensated from the first step
     compensation: bool = False
     compensator: str | None = None
+    compensation_trust_region: float = 0.1  # |c - a| <= this per joint (rad): how far it may correct
     # deployment features of vla.runtime: execution-horizon upcycling (thresholds from the checkpoint's
     # upcycling.json), asynchronous inference with a simulated delay of d control steps, real-time chunking
     upcycling: bool = False
@@ -308,10 +309,9 @@ class EpisodeRunner:
         )
         self.compensator = None
         if cfg.compensation:
+            ccfg = CompensationConfig(trust_region=cfg.compensation_trust_region)
             self.compensator = (
-                SelfCompensator.load(cfg.compensator, CompensationConfig())
-                if cfg.compensator
-                else SelfCompensator(7, CompensationConfig())
+                SelfCompensator.load(cfg.compensator, ccfg) if cfg.compensator else SelfCompensator(7, ccfg)
             )
         env_dim = self.env.action_space.shape[0]
         if self.policy.action_dim != env_dim:
@@ -507,7 +507,7 @@ def run_episodes(runner_cls: type, cfg: Any, episodes: int, workers: int) -> Ite
 def pool_compensators(out: Path) -> Path:
     """Merge the workers' saved compensators into ``<out>/compensator.json`` (+ its buffer)."""
     parts = sorted((out / COMPENSATION_DIR).glob("worker_*.json"))
-    path = SelfCompensator.merged(parts, CompensationConfig()).save(out / COMPENSATOR_FILE, buffer=True)
+    path = SelfCompensator.merged(parts).save(out / COMPENSATOR_FILE, buffer=True)
     shutil.rmtree(out / COMPENSATION_DIR)
     return path
 

@@ -272,8 +272,10 @@ def test_compensator_is_saved_and_reloaded_between_runs(home_ckpt, tmp_path, wor
             stress="backlash",
             compensation=True,
             compensator=str(saved),
+            compensation_trust_region=0.05,
         )
     )
+    assert SelfCompensator.load(second.config.out_dir / "compensator.json").cfg.trust_region == 0.05
     assert SelfCompensator.load(second.config.out_dir / "compensator.json").samples == min(
         comp.samples + second.episodes[0].length, comp.cfg.buffer
     )
