@@ -22,6 +22,7 @@ import numpy as np
 
 from policies.smolvla.config import SmolVLAAdapterConfig
 from policies.smolvla.policy import SmolVLAAdapter, Stats
+from policies.tiny_tokenizer import train_tiny_tokenizer
 
 TINY_TASKS = (
     "pick up the red cube",
@@ -51,8 +52,7 @@ def build_tiny_smolvlm(
     texts: Sequence[str] = TINY_TASKS,
 ) -> Path:
     """Writes a tiny SmolVLM backbone folder (config + tokenizer + processor) and returns its path."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, SmolVLMConfig, SmolVLMImageProcessor, SmolVLMProcessor
+    from transformers import SmolVLMConfig, SmolVLMImageProcessor, SmolVLMProcessor
     from transformers.models.smolvlm.video_processing_smolvlm import SmolVLMVideoProcessor
 
     if image_size % (patch_size * scale_factor):
@@ -60,18 +60,9 @@ def build_tiny_smolvlm(
     folder = Path(folder)
     grid = [f"<row_{r}_col_{c}>" for r in range(1, 7) for c in range(1, 7)]
     special = ["<pad>", "<|endoftext|>", "<|im_start|>", "<video>", *_SPECIAL.values(), *grid]
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)  # any string tokenises, "\n" too
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=384,
-        special_tokens=special,
-        show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    bpe.train_from_iterator([f"{t}\n" for t in texts] * 4, trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe,
+    tokenizer = train_tiny_tokenizer(
+        texts,
+        special,
         pad_token="<pad>",
         unk_token="<|endoftext|>",
         bos_token="<|im_start|>",
@@ -122,7 +113,15 @@ def tiny_stats(state_dim: int, action_dim: int, seed: int = 0) -> Stats:
 
     def one(n: int) -> dict[str, np.ndarray]:
         mean, std = rng.normal(size=n), rng.uniform(0.5, 2.0, size=n)
-        return {"mean": mean, "std": std, "min": mean - 2 * std, "max": mean + 2 * std}
+        lo, hi = mean - 2 * std, mean + 2 * std
+        return {
+            "mean": mean,
+            "std": std,
+            "min": lo,
+            "max": hi,
+            "q01": 0.9 * lo + 0.1 * mean,
+            "q99": 0.9 * hi + 0.1 * mean,
+        }
 
     return {"observation.state": one(state_dim), "action": one(action_dim)}
 

@@ -98,9 +98,9 @@ def test_sample_chunk_shape_and_pinned_noise(policy: SmolVLAAdapter) -> None:
 
 def test_euler_loop_matches_lerobot_sample_actions(policy: SmolVLAAdapter) -> None:
     obs, n = batch(), noise()
-    images, img_masks, tokens, token_mask, state = policy._inputs(obs)
+    x = policy._inputs(obs)
     with torch.no_grad():
-        theirs = policy.model.sample_actions(images, img_masks, tokens, token_mask, state, noise=n)
+        theirs = policy.model.sample_actions(x.images, x.img_masks, x.tokens, x.token_mask, x.state, noise=n)
     assert torch.allclose(policy.sample_chunk(obs, noise=n), policy.normalizer.unnormalize("action", theirs))
 
 
@@ -209,7 +209,7 @@ def test_inputs_and_config_are_checked(policy: SmolVLAAdapter, root: Path) -> No
         dict(n_action_steps=60),
         dict(cameras=[]),
         dict(cond_dropout=1.5),
-        dict(action_norm="quantiles"),
+        dict(action_norm="unit"),
         dict(vlm_model_name=""),
     ):
         with pytest.raises(ValueError):

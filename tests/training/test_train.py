@@ -112,3 +112,41 @@ def test_periodic_evaluation_in_sim_through_the_runner_seam(reach_data, tmp_path
     assert stdout.count("eval: success_rate=") == 2  # at step 2 and step 4
     reports = sorted((out / "eval").glob("step_*/eval.json"))
     assert [p.parent.name for p in reports] == ["step_0000002", "step_0000004"]
+
+
+def test_vla_train_runs_a_lerobot_pi05_adapter(reach_data, tmp_path):
+    """policy=pi05 (LeRobot's PI05Pytorch at toy sizes, a local tokenizer) through the same Hydra loop."""
+    from policies.pi0.tiny import TINY_EXPERT, TINY_VISION, TINY_VLM, build_tiny_paligemma_tokenizer
+    from vla.policy import load_policy
+
+    tok = build_tiny_paligemma_tokenizer(tmp_path / "tok")
+
+    def size(s):
+        return "{" + ",".join(f"{k}:{v}" for k, v in asdict(s).items()) + "}"
+
+    _train(
+        [
+            "experiment=debug",
+            "policy=pi05",
+            f"policy.tokenizer_path={tok}",
+            f"+policy.vlm={size(TINY_VLM)}",
+            f"+policy.expert={size(TINY_EXPERT)}",
+            f"+policy.vision={size(TINY_VISION)}",
+            "+policy.vocab_size=384",
+            "policy.image_size=[32,32]",
+            "policy.chunk_size=8",
+            "policy.num_steps=2",
+            f"data.roots=[{reach_data}]",
+            "steps=3",
+            "save_every=3",
+            "batch_size=4",
+            "progress=false",
+            f"out={tmp_path / 'run'}",
+        ],
+        tmp_path,
+    )
+    policy = load_policy(tmp_path / "run/checkpoints/last")
+    assert policy.config.type == "pi05" and policy.config.vlm == TINY_VLM
+    data = ChunkDataset(DataConfig(roots=[str(reach_data)]), ["agentview", "wrist"], 8, False)
+    batch = data.sample(2, torch.Generator().manual_seed(0))
+    assert policy.sample_chunk(batch).shape == (2, 8, policy.action_dim)

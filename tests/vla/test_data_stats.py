@@ -31,6 +31,8 @@ def test_safetensors_round_trip_and_normalizer(tmp_path: Path) -> None:
             "std": np.array([2.0, 0.5, 0.0], np.float32),  # a constant dimension
             "min": np.array([-1.0, -3.0, 5.0], np.float32),
             "max": np.array([3.0, -1.0, 5.0], np.float32),
+            "q01": np.array([-0.5, -2.5, 5.0], np.float32),
+            "q99": np.array([1.5, -1.5, 5.0], np.float32),
         }
     }
     path = tmp_path / "stats.safetensors"
@@ -40,13 +42,15 @@ def test_safetensors_round_trip_and_normalizer(tmp_path: Path) -> None:
         np.testing.assert_array_equal(loaded["action"][k], v)
 
     x = torch.tensor([[3.0, -2.5, 5.0], [-1.0, -1.0, 5.0]])
-    for mode in ("mean_std", "min_max"):
+    for mode in ("mean_std", "min_max", "quantiles"):
         norm = Normalizer(loaded, mode)
         y = norm.normalize("action", x)
         assert torch.isfinite(y).all()
         torch.testing.assert_close(norm.unnormalize("action", y), x)
     y = Normalizer(loaded, "min_max").normalize("action", x)
     torch.testing.assert_close(y[:, :2], torch.tensor([[1.0, -0.5], [-1.0, 1.0]]))
+    y = Normalizer(loaded, "quantiles").normalize("action", x)  # [q01, q99] -> [-1, 1] (LeRobot QUANTILES)
+    torch.testing.assert_close(y[:, :2], torch.tensor([[2.5, -1.0], [-1.5, 2.0]]))
     torch.testing.assert_close(Normalizer(loaded).normalize("action", x)[0, :2], torch.tensor([1.0, -1.0]))
     with pytest.raises(KeyError, match=r"'observation.state'.*available keys: \['action'\]"):
         Normalizer(loaded).normalize("observation.state", x)

@@ -21,7 +21,9 @@ from vla.data.layout import data_files, fixed_list_to_numpy
 from vla.data.schema import ACTION, STATE
 
 STAT_NAMES: tuple[str, ...] = ("mean", "std", "min", "max", "q01", "q99")
-NormMode = Literal["mean_std", "min_max"]
+NormMode = Literal["mean_std", "min_max", "quantiles"]
+# range modes: the two statistics mapped to -1 and +1
+_RANGE: dict[str, tuple[str, str]] = {"min_max": ("min", "max"), "quantiles": ("q01", "q99")}
 
 
 def _root_of(source: str | Path | Any) -> Path:
@@ -92,8 +94,9 @@ def load_stats(path: str | Path) -> dict[str, dict[str, np.ndarray]]:
 class Normalizer:
     """Normalises and unnormalises features with fixed statistics (torch, any device/dtype).
 
-    Modes: ``"mean_std"``: (x - mean) / std; ``"min_max"``: maps [min, max] to [-1, 1]. Denominators are
-    clamped to ``eps`` so constant dimensions stay finite.
+    Modes: ``"mean_std"``: (x - mean) / std; ``"min_max"``: maps [min, max] to [-1, 1]; ``"quantiles"``: maps
+    [q01, q99] to [-1, 1] (LeRobot's QUANTILES, pi0.5's default). Denominators are clamped to ``eps`` so
+    constant dimensions stay finite.
     """
 
     def __init__(
@@ -121,9 +124,10 @@ class Normalizer:
             dict.fromkeys(self._stats, modes) if isinstance(modes, str) else dict(modes)
         )
         for key, mode in self.modes.items():
-            if mode not in ("mean_std", "min_max"):
+            if mode != "mean_std" and mode not in _RANGE:
                 raise ValueError(f"Normalizer: unknown mode {mode!r} for '{key}'")
-            self._get(key, "min" if mode == "min_max" else "mean")
+            for stat in _RANGE.get(mode, ("mean", "std")):
+                self._get(key, stat)
 
     @property
     def keys(self) -> list[str]:
@@ -143,18 +147,22 @@ class Normalizer:
             raise KeyError(f"Normalizer: no statistics for '{key}'; available keys: {self.keys}")
         return self.modes[key]
 
+    def _range(self, key: str, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        lo, hi = _RANGE[self._mode(key)]
+        return self._get(key, lo, like), self._get(key, hi, like)
+
     def normalize(self, key: str, x: torch.Tensor) -> torch.Tensor:
         """Maps raw values of ``key`` (shape [..., D]) to normalised space."""
         if self._mode(key) == "mean_std":
             return (x - self._get(key, "mean", x)) / self._get(key, "std", x).clamp_min(self.eps)
-        lo, hi = self._get(key, "min", x), self._get(key, "max", x)
+        lo, hi = self._range(key, x)
         return 2.0 * (x - lo) / (hi - lo).clamp_min(self.eps) - 1.0
 
     def unnormalize(self, key: str, x: torch.Tensor) -> torch.Tensor:
         """Inverse of :meth:`normalize`."""
         if self._mode(key) == "mean_std":
             return x * self._get(key, "std", x).clamp_min(self.eps) + self._get(key, "mean", x)
-        lo, hi = self._get(key, "min", x), self._get(key, "max", x)
+        lo, hi = self._range(key, x)
         return (x + 1.0) / 2.0 * (hi - lo).clamp_min(self.eps) + lo
 
     @classmethod
