@@ -83,6 +83,7 @@ class EvalConfig:
     upcycling: bool = False
     upcycling_quantile: float | None = None  # tau at this demo quantile (None: the calibrated default)
     upcycling_max: int | None = None  # upper bound on the upcycled horizon h*
+    upcycling_replan_tolerance: float | None = None  # replan gate: D above which a chunk runs h0 only
     async_delay: int | None = None
     rtc: bool = False
     # the safety layer with the robot profile's limits: None (off), "hold" (any violation holds the arm
@@ -369,10 +370,14 @@ class EpisodeRunner:
         except KeyError as exc:
             raise KeyError(f"{path}: {exc.args[0]}") from None
         ucfg = UpcyclingConfig(
-            enabled=True, tau=tau, delay_margin=cfg.async_delay or 0, max_horizon=cfg.upcycling_max
+            enabled=True,
+            tau=tau,
+            delay_margin=cfg.async_delay or 0,
+            max_horizon=cfg.upcycling_max,
+            replan_tolerance=cfg.upcycling_replan_tolerance,
         )
         scale, dt = np.asarray(calib["scale"]), 1.0 / cfg.env.control_hz
-        return lambda chunk, h0: upcycled_horizon(chunk, h0, dt, ucfg, scale)
+        return lambda chunk, h0, previous: upcycled_horizon(chunk, h0, dt, ucfg, scale, previous)
 
     def run(self, index: int) -> EpisodeRecord:
         """Episode ``index``: env seed ``seed + index``; written as a video if ``index < videos``."""

@@ -9,6 +9,7 @@ from vla.runtime.upcycling import (
     UpcyclingConfig,
     calibrate_tau,
     calibration_from_actions,
+    replan_discrepancy,
     tau_from_calibration,
     upcycled_horizon,
     velocity_change,
@@ -69,11 +70,41 @@ def test_executor_runs_the_upcycled_horizon():
     chunk = chunk_with_break(brk=12)
     cfg = UpcyclingConfig(enabled=True, tau=0.5)
     ex = ChunkExecutor(
-        lambda obs: chunk, horizon=5, chunk_size=20, upcycle=lambda c, h0: upcycled_horizon(c, h0, DT, cfg)
+        lambda obs: chunk,
+        horizon=5,
+        chunk_size=20,
+        upcycle=lambda c, h0, prev: upcycled_horizon(c, h0, DT, cfg),
     )
     for _ in range(24):
         ex.act(None)
     assert ex.policy_calls == 2 and ex.horizons == [12, 12]
-    bad = ChunkExecutor(lambda obs: chunk, horizon=5, chunk_size=20, upcycle=lambda c, h0: 25)
+    bad = ChunkExecutor(lambda obs: chunk, horizon=5, chunk_size=20, upcycle=lambda c, h0, prev: 25)
     with pytest.raises(ValueError, match="upcycled horizon"):
         bad.act(None)
+
+
+def test_replan_gate_keeps_h0_when_the_new_chunk_disagrees_with_the_discarded_tail():
+    """Consecutive chunks of one smooth plan agree (D = 0): the horizon grows. A replanned chunk that moved
+    away from what the previous chunk had planned (D > tolerance) runs h0 only."""
+    path = np.linspace(0.0, 1.0, 200)[:, None] * np.ones((1, 3))  # one smooth straight-line plan
+    step = {"t": 0, "jump": 0.0}
+
+    def sample(obs):
+        return path[step["t"] : step["t"] + 20] + step["jump"]
+
+    cfg = UpcyclingConfig(enabled=True, tau=0.5, max_horizon=10, replan_tolerance=0.1)
+    ex = ChunkExecutor(
+        sample,
+        horizon=3,
+        chunk_size=20,
+        upcycle=lambda c, h0, prev: upcycled_horizon(c, h0, DT, cfg, None, prev),
+    )
+    for t in range(25):
+        step["t"] = t
+        step["jump"] = 0.5 if t >= 20 else 0.0  # the plan changes at step 20
+        ex.act(None)
+    assert ex.horizons == [10, 10, 3, 10]  # the chunk sampled at step 20 disagrees: h0
+    assert replan_discrepancy(path[:5], path[:5]) == 0.0
+    assert replan_discrepancy(path[:5] + 0.3, path[:3], scale=np.full(3, 0.5)) == pytest.approx(0.6)
+    assert upcycled_horizon(path[:20] + 1.0, 3, DT, cfg, previous=path[:17]) == 3
+    assert upcycled_horizon(path[:20] + 1.0, 3, DT, cfg, previous=None) == 10  # first chunk: no gate

@@ -131,5 +131,5 @@ class AsyncChunkExecutor(ChunkExecutor):
         chunk is requested every h steps as in synchronous execution."""
         self._chunk = chunk
         self._index = min(offset, self.chunk_size - 1)
-        h = self.horizon if self.upcycle is None else self._upcycled(chunk)
+        h = self.horizon if self.upcycle is None else self._upcycled(chunk)  # no replan gate (RTC aligns)
         self._end = min(self.chunk_size, self._index + h)

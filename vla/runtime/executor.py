@@ -65,7 +65,7 @@ class ChunkExecutor:
         horizon: int,
         chunk_size: int,
         temporal_ensemble: float | None = None,
-        upcycle: Callable[[np.ndarray, int], int] | None = None,
+        upcycle: Callable[[np.ndarray, int, np.ndarray | None], int] | None = None,
     ) -> None:
         if chunk_size < 1:
             raise ValueError(f"chunk_size H={chunk_size} must be >= 1")
@@ -82,7 +82,8 @@ class ChunkExecutor:
         self.horizon = horizon
         self.chunk_size = chunk_size
         self.temporal_ensemble = temporal_ensemble
-        self.upcycle = upcycle  # (chunk, h0) -> h*: execution-horizon upcycling (vla.runtime.upcycling)
+        # (chunk, h0, previous tail) -> h*: execution-horizon upcycling (vla.runtime.upcycling)
+        self.upcycle = upcycle
         self.reset()
 
     def reset(self) -> None:
@@ -118,15 +119,17 @@ class ChunkExecutor:
             action = self._ensembled(obs)
         else:
             if self._needs_chunk():
+                previous = self.remaining  # what the old chunk planned for the coming steps (discarded)
                 self._chunk, self._index = self._sample(obs), 0
-                self._end = self.horizon if self.upcycle is None else self._upcycled(self._chunk)
+                self._end = self.horizon if self.upcycle is None else self._upcycled(self._chunk, previous)
             action = self._next_action()
         self.steps += 1
         return action
 
-    def _upcycled(self, chunk: np.ndarray) -> int:
+    def _upcycled(self, chunk: np.ndarray, previous: np.ndarray | None = None) -> int:
+        """h* for ``chunk``; ``previous`` is the old chunk's discarded tail aligned with it (or None)."""
         assert self.upcycle is not None
-        h = int(self.upcycle(chunk, self.horizon))
+        h = int(self.upcycle(chunk, self.horizon, previous))
         if not self.horizon <= h <= self.chunk_size:
             raise ValueError(f"upcycled horizon {h} outside [h0={self.horizon}, H={self.chunk_size}]")
         self.horizons.append(h)

@@ -9,6 +9,15 @@ where tau is calibrated from demonstration data (a quantile of the same velocity
 chunks, :func:`calibrate_tau`) or, without calibration, kappa x the median velocity change over the
 base prefix of the chunk itself. d is the inference-delay margin (actions kept back for the next chunk
 to splice into). Upcycling only moves the horizon; RTC (when on) shapes the chunk first.
+
+Replan gate (the paper's premise, checked online): discarded actions should stay close to their replanned
+versions. With ``replan_tolerance`` set, each new chunk is compared with what the previous chunk had planned
+for the same steps (its discarded tail), as the RMS normalised difference over the overlap,
+
+    D = sqrt( mean_{k < m, a} ((a^new_k - a^prev_k) / scale_a)^2 ),
+
+and when D > ``replan_tolerance`` the policy has changed its mind: this chunk runs h0 only. So the horizon
+grows in free motion, where consecutive chunks agree, and stays short where closed-loop corrections matter.
 """
 
 from __future__ import annotations
@@ -26,8 +35,11 @@ class UpcyclingConfig:
     quantile: float = 0.95  # calibration: the demo quantile of the velocity change used as tau
     delay_margin: int = 0  # d: h* <= H - d
     max_horizon: int | None = None  # an upper bound on h* (None: H - d)
+    replan_tolerance: float | None = None  # D above which a chunk runs h0 only (None: no replan gate)
 
     def __post_init__(self) -> None:
+        if self.replan_tolerance is not None and self.replan_tolerance < 0:
+            raise ValueError(f"upcycling: replan_tolerance={self.replan_tolerance} must be >= 0")
         if self.max_horizon is not None and self.max_horizon < 1:
             raise ValueError(f"upcycling: max_horizon={self.max_horizon} must be >= 1")
         if self.kappa <= 0 or not 0.0 < self.quantile < 1.0 or self.delay_margin < 0:
@@ -47,20 +59,37 @@ def velocity_change(chunk: np.ndarray, dt: float, scale: np.ndarray | None = Non
     return np.linalg.norm(np.diff(v, axis=0), axis=-1)
 
 
+def replan_discrepancy(chunk: np.ndarray, previous: np.ndarray, scale: np.ndarray | None = None) -> float:
+    """D: RMS of the normalised difference between ``chunk`` [H, A] and ``previous`` [m, A], what the previous
+    chunk had planned for the same steps, over their overlap (0 when they do not overlap)."""
+    m = min(len(chunk), len(previous))
+    if m == 0:
+        return 0.0
+    diff = np.asarray(chunk[:m], dtype=np.float64) - np.asarray(previous[:m], dtype=np.float64)
+    if scale is not None:
+        diff = diff / np.maximum(np.asarray(scale, dtype=np.float64), 1e-8)
+    return float(np.sqrt(np.mean(diff**2)))
+
+
 def upcycled_horizon(
     chunk: np.ndarray,
     h0: int,
     dt: float,
     cfg: UpcyclingConfig,
     scale: np.ndarray | None = None,
+    previous: np.ndarray | None = None,
 ) -> int:
-    """h*: how many actions of ``chunk`` [H, A] to execute (see the module docstring)."""
+    """h*: how many actions of ``chunk`` [H, A] to execute (see the module docstring). ``previous``: the
+    previous chunk's discarded tail aligned with ``chunk`` (None: first chunk, or no replan gate)."""
     h_len = len(chunk)
     upper = h_len - cfg.delay_margin
     if cfg.max_horizon is not None:
         upper = min(upper, cfg.max_horizon)
     upper = max(h0, upper)
     if not cfg.enabled or h0 >= upper:
+        return h0
+    gate = cfg.replan_tolerance
+    if gate is not None and previous is not None and replan_discrepancy(chunk, previous, scale) > gate:
         return h0
     dv = velocity_change(chunk, dt, scale)  # dv[k - 1] = ||v_k - v_{k-1}||
     if cfg.tau is not None:
