@@ -54,6 +54,15 @@ def main() -> None:
         "--quantile", type=float, default=0.5, help="tau = this quantile of the demos' velocity change"
     )
     p.add_argument("--max-factor", type=float, default=2.0, help="h* <= max_factor x h0")
+    p.add_argument(
+        "--replan-tolerance",
+        type=float,
+        default=None,
+        help="replan gate: a chunk farther than this (RMS, demo-std units) from the previous chunk's "
+        "discarded tail runs h0 only (default: no gate)",
+    )
+    p.add_argument("--seed", type=int, default=30_000, help="first evaluation seed")
+    p.add_argument("--tag", default=None, help="results file upcycling_<tag>.json (default upcycling.json)")
     args = p.parse_args()
     rows, ratios, inside = [], [], []
     for task in args.tasks:
@@ -71,12 +80,13 @@ def main() -> None:
                     task=task,
                     episodes=args.episodes,
                     workers=2,
-                    seed=30_000,
+                    seed=args.seed,
                     horizon=H0.get(task, 10),
                     upcycling=up,
                     upcycling_quantile=args.quantile if up else None,
                     upcycling_max=round(args.max_factor * H0.get(task, 10)) if up else None,
-                    out=f"outputs/bench_upcycling/{task}_{name}",
+                    upcycling_replan_tolerance=args.replan_tolerance if up else None,
+                    out=f"outputs/bench_upcycling/{task}_{name}_{args.seed}",
                     videos=0,
                     progress=False,
                 )
@@ -97,8 +107,9 @@ def main() -> None:
         inside.append(ok)
         rows.append({"task": task, "h0": H0.get(task, 10), **res, "call_ratio": ratio, "within_ci": ok})
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "upcycling.json").write_text(
-        json.dumps({"rows": rows, "date": time.strftime("%Y-%m-%d %H:%M")}, indent=2)
+    name = "upcycling" + (f"_{args.tag}" if args.tag else "")
+    (RESULTS / f"{name}.json").write_text(
+        json.dumps({"args": vars(args), "rows": rows, "date": time.strftime("%Y-%m-%d %H:%M")}, indent=2)
     )
     lines = [
         "| task | h0 | fixed: success, calls/ep | upcycled: success, calls/ep, mean h* "

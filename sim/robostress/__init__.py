@@ -9,8 +9,9 @@ Four error models, each scaled by a severity s in [0, 1] and varied per joint by
 - **backlash**: a play (dead-band) operator of width b = s * 0.06 rad * f_j on the commanded joint
   position: the actuator target only moves once the command has crossed the band, so the joint lags the
   command by up to b / 2 against the direction of motion.
-- **compliance**: actuator stiffness kp *= 1 - 0.8 s (damping kept): q_exec = q_cmd - tau_load / k, the
-  arm sags and lags more under load.
+- **compliance**: actuator stiffness kp *= 1 - 0.8 s min(f_j, 1) (damping kept): q_exec = q_cmd -
+  tau_load / k, the arm sags and lags more under load. (Until session 4 the factor was clipped at 1.25,
+  so at s = 1 some joints lost all stiffness and the arm could not follow any command.)
 - **gravity**: gravity-compensation error, ``gravcomp = 1 - s * f_j`` on the arm links ((1 + delta) G(q)
   mismatch with delta = -s f_j): the arm sags below its commands.
 
@@ -95,7 +96,7 @@ def _backlash(env: TabletopEnv, s: float, f: np.ndarray) -> None:
 
 def _compliance(env: TabletopEnv, s: float, f: np.ndarray) -> None:
     m = env.model
-    scale = 1.0 - 0.8 * s * np.clip(f, 0.0, 1.25)
+    scale = 1.0 - 0.8 * s * np.minimum(f, 1.0)  # at s = 1: 0.2-0.6 of the stiffness, never zero
     m.actuator_gainprm[:7, 0] *= scale
     m.actuator_biasprm[:7, 1] *= scale
 

@@ -48,6 +48,9 @@ def test_friction_stops_short_of_the_command(nominal):
 def test_compliance_lags_more_while_moving(nominal):
     moving, _, _ = track("compliance")
     assert moving.mean() > nominal[0].mean()
+    # even at full severity the softened arm still follows its command (it lags, it is not limp)
+    _, settled, _ = track("compliance", severity=1.0, moves=4)
+    assert np.abs(settled).max() < 0.1, settled
 
 
 def test_gravity_compensation_error_sags_the_arm(nominal):
