@@ -34,6 +34,13 @@ class RolloutConfig(EvalConfig):
         super().__post_init__()
         if not self.out:
             raise ValueError("out=<dataset folder> is required")
+        # the rollout loop records the policy's proposals and the operator's commands as executed; it does
+        # not run the deployment layers between them (stress, upcycling and the executor options do apply)
+        for name in ("compensation", "safety"):
+            if getattr(self, name):
+                raise ValueError(
+                    f"vla-rollout: {name}={getattr(self, name)!r} is not supported (vla-eval only)"
+                )
 
 
 @dataclass

@@ -132,3 +132,10 @@ def test_vla_rollout_cli(home_ckpt, tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "success: 2/2"
     assert len(read_episode_info(tmp_path / "ds")) == 2
+
+
+def test_deployment_layers_the_rollout_loop_does_not_run_are_refused(home_ckpt, tmp_path):
+    with pytest.raises(ValueError, match="compensation=True is not supported"):
+        _cfg(home_ckpt, tmp_path / "a", compensation=True)
+    with pytest.raises(ValueError, match="safety='hold' is not supported"):
+        _cfg(home_ckpt, tmp_path / "b", safety="hold")
