@@ -1,6 +1,6 @@
 """Self-compensation on the seven RoboStress scenarios (and nominal), on and off.
 
-    python benchmarks/robostress.py [--task reach] [--episodes 30] [--severity 0.5]
+    python benchmarks/robostress.py [--task reach] [--episodes 30] [--severity 1.0]
 
 The SFT checkpoint of ``benchmarks/sft.py`` runs on each stressed robot with online self-compensation
 off and on (the compensator learns across a worker's episodes, from the first, reward-free). Prints
@@ -27,8 +27,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="reach")
     p.add_argument("--episodes", type=int, default=30)
-    p.add_argument("--severity", type=float, default=0.5)
+    p.add_argument("--severity", type=float, default=1.0)
     p.add_argument("--horizon", type=int, default=3)
+    p.add_argument("--tag", default=None, help="results file robostress_<tag>.json (default robostress.json)")
     p.add_argument(
         "--checkpoint",
         default=None,
@@ -63,7 +64,7 @@ def main() -> None:
     lift = sum(table[s]["on"] - table[s]["off"] for s in stressed) / len(stressed)
     drop = table["nominal"]["off"] - table["nominal"]["on"]
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "robostress.json").write_text(
+    (RESULTS / ("robostress" + (f"_{args.tag}" if args.tag else "") + ".json")).write_text(
         json.dumps(
             {
                 "args": vars(args),
