@@ -22,12 +22,17 @@ class OptimConfig:
     schedule: str = "cosine"  # or "constant"
     min_lr_ratio: float = 0.1
     grad_clip: float = 1.0
+    # lr multiplier of the advantage-indicator embedding (RECAP). It starts at zero when post-training
+    # begins, and at the base lr it barely moves in a short run (measured: norm 0.08 after 1000 steps)
+    indicator_lr_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if self.schedule not in ("cosine", "constant"):
             raise ValueError(f"optim.schedule={self.schedule!r}: use 'cosine' or 'constant'")
-        if self.lr <= 0:
-            raise ValueError(f"optim.lr={self.lr} must be > 0")
+        if self.lr <= 0 or self.indicator_lr_scale <= 0:
+            raise ValueError(
+                f"optim.lr={self.lr} and indicator_lr_scale={self.indicator_lr_scale} must be > 0"
+            )
 
 
 def lr_factor(step: int, cfg: OptimConfig, total: int) -> float:
@@ -45,6 +50,11 @@ class AlgoConfig:
     """Fields every algorithm accepts (``algo.name`` picks the class; the rest are its config's fields)."""
 
     name: str = "sft"
+
+
+def _is_indicator(name: str) -> bool:
+    """The RECAP indicator embedding: ``cond_emb`` (our policy) or ``model.indicator`` (LeRobot adapters)."""
+    return name.split(".")[-2] in ("cond_emb", "indicator")
 
 
 class GradientAlgorithm:
@@ -71,13 +81,20 @@ class GradientAlgorithm:
             self.config = self.config_class(**fields)
         except TypeError as exc:
             raise TypeError(f"algo: {exc} (fields of {self.config_class.__name__})") from exc
-        decay = [p for n, p in policy.named_parameters() if p.requires_grad and p.ndim >= 2]
-        no_decay = [p for n, p in policy.named_parameters() if p.requires_grad and p.ndim < 2]
+        named = [(n, p) for n, p in policy.named_parameters() if p.requires_grad]
+        indicator = [p for n, p in named if _is_indicator(n)]
+        decay = [p for n, p in named if not _is_indicator(n) and p.ndim >= 2]
+        no_decay = [p for n, p in named if not _is_indicator(n) and p.ndim < 2]
+        groups = [
+            {"params": decay, "weight_decay": optim.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
+        if indicator:
+            groups.append(
+                {"params": indicator, "weight_decay": 0.0, "lr": optim.lr * optim.indicator_lr_scale}
+            )
         self.optimizer = torch.optim.AdamW(
-            [
-                {"params": decay, "weight_decay": optim.weight_decay},
-                {"params": no_decay, "weight_decay": 0.0},
-            ],
+            groups,
             lr=optim.lr,
             betas=tuple(optim.betas),
         )
