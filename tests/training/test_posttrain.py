@@ -192,3 +192,18 @@ def test_vla_replay_through_the_critic_plots_credit(base, tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert "credit plot:" in res.stdout and (tmp_path / "credit.png").stat().st_size > 10_000
     assert "mean value: success" in res.stdout
+
+
+def test_indicator_embedding_gets_its_own_learning_rate():
+    """optim.indicator_lr_scale: the zero-initialised RECAP indicator learns at a multiple of the lr."""
+    from policies.flow_matching import FlowMatchingPolicy
+    from training.algorithms.base import GradientAlgorithm, OptimConfig
+
+    policy = FlowMatchingPolicy(debug_config())
+    algo = GradientAlgorithm(policy, OptimConfig(lr=1e-3, indicator_lr_scale=10.0), total_steps=10)
+    groups = {id(p): g["initial_lr"] for g in algo.optimizer.param_groups for p in g["params"]}
+    assert groups[id(policy.model.cond_emb.weight)] == pytest.approx(1e-2)
+    assert groups[id(next(policy.model.action_in.parameters()))] == pytest.approx(1e-3)
+    assert sum(len(g["params"]) for g in algo.optimizer.param_groups) == len(list(policy.parameters()))
+    with pytest.raises(ValueError, match="indicator_lr_scale"):
+        OptimConfig(indicator_lr_scale=0.0)
