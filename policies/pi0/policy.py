@@ -93,18 +93,26 @@ class SizedPaliGemmaWithExpert(PaliGemmaWithExpertModel):
         self._set_requires_grad()
 
 
+def _init_pi_network(
+    net: Any, cfg: PI0AdapterConfig, lerobot_config: Any, use_adarms: tuple[bool, bool]
+) -> int:
+    """What the PI0Pytorch and PI05Pytorch constructors share, at cfg's sizes; returns the expert width."""
+    nn.Module.__init__(net)
+    net.config = lerobot_config
+    net.rtc_processor = None
+    net.gradient_checkpointing_enabled = False
+    net.paligemma_with_expert = SizedPaliGemmaWithExpert(cfg, use_adarms=use_adarms)
+    w = cfg.expert_size().width
+    net.action_in_proj = nn.Linear(cfg.max_action_dim, w)
+    net.action_out_proj = nn.Linear(w, cfg.max_action_dim)
+    return w
+
+
 class IndicatorPI0(IndicatorSlot, PI0Pytorch):
     """``PI0Pytorch`` at any size, plus the advantage indicator on its action tokens."""
 
     def __init__(self, cfg: PI0AdapterConfig) -> None:
-        nn.Module.__init__(self)
-        self.config = PI0Config(**cfg.lerobot_kwargs())
-        self.rtc_processor = None
-        self.gradient_checkpointing_enabled = False
-        self.paligemma_with_expert = SizedPaliGemmaWithExpert(cfg, use_adarms=(False, False))
-        w = cfg.expert_size().width
-        self.action_in_proj = nn.Linear(cfg.max_action_dim, w)
-        self.action_out_proj = nn.Linear(w, cfg.max_action_dim)
+        w = _init_pi_network(self, cfg, PI0Config(**cfg.lerobot_kwargs()), use_adarms=(False, False))
         self.state_proj = nn.Linear(cfg.max_state_dim, w)
         self.action_time_mlp_in = nn.Linear(2 * w, w)
         self.action_time_mlp_out = nn.Linear(w, w)
@@ -119,14 +127,7 @@ class IndicatorPI05(IndicatorSlot, PI05Pytorch):
     """``PI05Pytorch`` at any size, plus the advantage indicator on its action tokens."""
 
     def __init__(self, cfg: PI0AdapterConfig) -> None:
-        nn.Module.__init__(self)
-        self.config = PI05Config(**cfg.lerobot_kwargs())
-        self.rtc_processor = None
-        self.gradient_checkpointing_enabled = False
-        self.paligemma_with_expert = SizedPaliGemmaWithExpert(cfg, use_adarms=(False, True))
-        w = cfg.expert_size().width
-        self.action_in_proj = nn.Linear(cfg.max_action_dim, w)
-        self.action_out_proj = nn.Linear(w, cfg.max_action_dim)
+        w = _init_pi_network(self, cfg, PI05Config(**cfg.lerobot_kwargs()), use_adarms=(False, True))
         self.time_mlp_in = nn.Linear(w, w)
         self.time_mlp_out = nn.Linear(w, w)
         self.init_indicator(w)
