@@ -21,11 +21,13 @@ into docs/results.md, and prints ``lift over control: <points>`` as its last lin
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import time
 from pathlib import Path
 
+from _demos import DART, ensure_demos
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -92,42 +94,49 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--task", default="reach")
     p.add_argument("--demos", type=int, default=100)
-    p.add_argument("--demo-dir", default=None, help="dataset folder of the demos (default <out>/demos)")
+    p.add_argument(
+        "--demo-dir",
+        default="outputs/sft/{task}/demos",
+        help="dataset folder of the DART expert demos, shared with benchmarks/sft.py (collected if missing)",
+    )
     p.add_argument("--sloppy", type=int, default=100, help="demos of the sloppy demonstrator (0: none)")
     p.add_argument("--aim-std", type=float, default=0.04, help="the sloppy demonstrator's goal error, m")
-    p.add_argument("--base-steps", type=int, default=1200, help="the deliberately weak base SFT")
+    p.add_argument("--base-steps", type=int, default=2000, help="the deliberately weak base SFT")
     p.add_argument("--steps", type=int, default=1000, help="post-training steps (method and control)")
     p.add_argument("--rollouts", type=int, default=60, help="rollout episodes per seed")
     p.add_argument("--eval-episodes", type=int, default=50)
-    p.add_argument("--horizon", type=int, default=10)
+    p.add_argument("--horizon", type=int, default=3, help="actions executed per chunk (rollouts, evaluation)")
     p.add_argument("--out", default="outputs/bench_posttrain")
     p.add_argument("--threads", type=int, default=2, help="torch threads of every training run")
+    p.add_argument(
+        "--tag",
+        default=None,
+        help="names this arm's cache, results file and docs block (default: a hash of the overrides)",
+    )
     p.add_argument(
         "overrides", nargs="*", help="extra vla-train overrides for the method, e.g. algo.guidance=1.5"
     )
     args = p.parse_args()
+    arm = arm_name(args.method, args.overrides, args.tag)
     out = Path(args.out) / (f"{args.task}_mixed{args.sloppy}" if args.sloppy else args.task)
-    demos = Path(args.demo_dir) if args.demo_dir else out / "demos"
+    demos = Path(args.demo_dir.format(task=args.task))
     sloppy = out / "demos_sloppy"
     t0 = time.perf_counter()
 
-    for root, n, noise, seed in (
-        (demos, args.demos, ExpertNoise(), 0),
-        (sloppy, args.sloppy, ExpertNoise(aim_std=args.aim_std), 50_000),
-    ):
-        have = len(read_episode_info(root)) if (root / "meta" / "vla_episodes.jsonl").exists() else 0
-        if have < n:
-            k, m, _ = collect(
-                CollectConfig(
-                    task=args.task,
-                    episodes=n,
-                    out=str(root),
-                    seed=seed,
-                    noise=noise,
-                    env=EnvConfig(task=args.task),
-                )
+    ensure_demos(args.task, args.demos, demos, DART.get(args.task, ExpertNoise()))
+    have = len(read_episode_info(sloppy)) if (sloppy / "meta" / "vla_episodes.jsonl").exists() else 0
+    if have < args.sloppy:
+        k, m, _ = collect(
+            CollectConfig(
+                task=args.task,
+                episodes=args.sloppy,
+                out=str(sloppy),
+                seed=50_000,
+                noise=ExpertNoise(aim_std=args.aim_std),
+                env=EnvConfig(task=args.task),
             )
-            print(f"{root}: demonstrator success {k}/{m}")
+        )
+        print(f"{sloppy}: sloppy demonstrator success {k}/{m}")
     roots = [demos, sloppy] if args.sloppy else [demos]
 
     base_dir = out / "base"
@@ -181,7 +190,7 @@ def main() -> None:
         result = {}
         for name, exp, extra in (
             ("control", "posttrain_sft", []),
-            (args.method, f"posttrain_{args.method}", list(args.overrides)),
+            (arm, f"posttrain_{args.method}", list(args.overrides)),
         ):
             cache = sdir / f"{name}_eval.json"
             got = _cached(cache)
@@ -194,11 +203,12 @@ def main() -> None:
         rows.append(result)
 
     ctrl = [100 * r["control"]["rate"] for r in rows]
-    meth = [100 * r[args.method]["rate"] for r in rows]
+    meth = [100 * r[arm]["rate"] for r in rows]
     lift = [m - c for m, c in zip(meth, ctrl, strict=True)]
-    table = _table(args, base, ctrl, meth, lift)
+    table = _table(args, arm, base, ctrl, meth, lift)
     record = {
         "method": args.method,
+        "arm": arm,
         "task": args.task,
         "seeds": args.seeds,
         "base": base,
@@ -211,13 +221,23 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"posttrain_{args.method}.json").write_text(json.dumps(record, indent=2))
-    _write_docs(args.method, table)
+    (RESULTS / f"posttrain_{arm}.json").write_text(json.dumps(record, indent=2))
+    _write_docs(arm, table)
     print(table)
     print(f"lift over control: {mean_ci(lift)[0]:.1f}")
 
 
-def _table(args, base, ctrl, meth, lift) -> str:
+def arm_name(method: str, overrides: list[str], tag: str | None) -> str:
+    """The method's arm: its cache folder, results file and docs block. Runs with different overrides
+    must not share cached evaluations, so overrides without a tag get a hash of their own."""
+    if tag:
+        return f"{method}_{tag}"
+    if not overrides:
+        return method
+    return f"{method}_{hashlib.sha1(' '.join(overrides).encode()).hexdigest()[:8]}"
+
+
+def _table(args, arm, base, ctrl, meth, lift) -> str:
     def fmt(v):
         m, lo, hi = mean_ci(v)
         return f"{m:.1f} [{lo:.1f}, {hi:.1f}]" if not math.isnan(lo) else f"{m:.1f}"
@@ -225,7 +245,7 @@ def _table(args, base, ctrl, meth, lift) -> str:
     per_seed = ", ".join(f"{c:.0f} -> {m:.0f}" for c, m in zip(ctrl, meth, strict=True))
     return "\n".join(
         [
-            f"**{args.method} vs control on {args.task}** ({args.seeds} seeds; base SFT "
+            f"**{arm} vs control on {args.task}** ({args.seeds} seeds; base SFT "
             f"{100 * base['rate']:.0f}% after {args.base_steps} steps on {args.demos} expert + "
             f"{args.sloppy} sloppy demos (goal error std {args.aim_std} m); per seed "
             f"{args.rollouts} rollouts with simulated takeovers; {args.steps} post-training steps; "
@@ -236,10 +256,10 @@ def _table(args, base, ctrl, meth, lift) -> str:
             "|---|---|",
             f"| base SFT | {100 * base['rate']:.1f} |",
             f"| control: SFT continued on demos + rollouts | {fmt(ctrl)} |",
-            f"| {args.method} | {fmt(meth)} |",
+            f"| {arm}{' (' + ' '.join(args.overrides) + ')' if args.overrides else ''} | {fmt(meth)} |",
             f"| lift (points) | {fmt(lift)} |",
             "",
-            f"Per seed (control -> {args.method}): {per_seed}.",
+            f"Per seed (control -> {arm}): {per_seed}.",
         ]
     )
 

@@ -16,29 +16,20 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from _demos import DART, ensure_demos
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 import sim  # noqa: F401  (GL backend before mujoco)
-from sim.collect import CollectConfig, collect
 from sim.env import EnvConfig
 from sim.evaluation import EvalConfig, evaluate
 from sim.experts import ExpertNoise
 from training.config import TrainConfig
 from training.loop import train
 from training.scripts.train import ConfigStore  # noqa: F401  (registers the train schema)
-from vla.data.reader import read_episode_info
 from vla.hydra_utils import CONFIG_DIR
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-# DART noise of the demos per task (sim.experts.ExpertNoise): the env runs the expert's command plus
-# N(0, std^2) rad per arm joint, the dataset records the clean command. Reach: 54% -> 90% (docs/results.md).
-DART = {
-    "reach": ExpertNoise(execute_std=0.08),
-    "pick_place": ExpertNoise(execute_std=0.08, contact_scale=0.25),
-}
 
 
 def train_step(ckpt: Path) -> int | None:
@@ -49,25 +40,6 @@ def train_step(ckpt: Path) -> int | None:
     fields = dict(json.loads(state.read_text()).get("__dict__", []))  # the TrainState dataclass fields
     step = fields.get("step")
     return int(step) if isinstance(step, int) else None
-
-
-def ensure_demos(task: str, episodes: int, root: Path, noise: ExpertNoise) -> None:
-    have = len(read_episode_info(root)) if (root / "meta" / "vla_episodes.jsonl").exists() else 0
-    if have >= episodes:
-        print(f"demos: {root} has {have} episodes")
-        return
-    k, n, _ = collect(
-        CollectConfig(
-            task=task,
-            episodes=episodes,
-            out=str(root),
-            seed=0,
-            env=EnvConfig(task=task),
-            noise=noise,
-            keep_failures=False,  # a noise-knocked grasp leaves a demo whose later labels are wrong
-        )
-    )
-    print(f"demos: expert success {k}/{n} -> {root}")
 
 
 def main() -> None:
