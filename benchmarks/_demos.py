@@ -18,9 +18,11 @@ DART = {
 
 
 def ensure_demos(
-    task: str, episodes: int, root: Path, noise: ExpertNoise, *, keep_failures: bool = False
+    task: str, episodes: int, root: Path, noise: ExpertNoise, *, seed: int = 0, keep_failures: bool = False
 ) -> None:
-    """At least ``episodes`` demos in ``root`` (seeds 0, 1, ...; a longer set starts with a shorter one)."""
+    """At least ``episodes`` demos in ``root`` (seeds ``seed``, ``seed + 1``, ...; a longer set starts with
+    a shorter one). Expert demos drop failures (a noise-knocked grasp leaves a demo whose later labels
+    are wrong); a deliberately sloppy demonstrator keeps them (``keep_failures``)."""
     have = len(read_episode_info(root)) if (root / "meta" / "vla_episodes.jsonl").exists() else 0
     if have >= episodes:
         print(f"demos: {root} has {have} episodes")
@@ -30,10 +32,10 @@ def ensure_demos(
             task=task,
             episodes=episodes,
             out=str(root),
-            seed=0,
+            seed=seed,
             env=EnvConfig(task=task),
             noise=noise,
-            keep_failures=False,  # a noise-knocked grasp leaves a demo whose later labels are wrong
+            keep_failures=keep_failures,
         )
     )
-    print(f"demos: expert success {k}/{n} -> {root}")
+    print(f"demos: demonstrator success {k}/{n} -> {root}")

@@ -32,8 +32,6 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 import sim  # noqa: F401  (GL backend before mujoco)
-from sim.collect import CollectConfig, collect
-from sim.env import EnvConfig
 from sim.evaluation import EvalConfig, evaluate
 from sim.experts import ExpertNoise
 from sim.rollout import RolloutConfig, rollout
@@ -41,7 +39,6 @@ from sim.teleop import TeleopConfig
 from training.config import TrainConfig
 from training.loop import train
 from training.scripts.train import ConfigStore  # noqa: F401  (registers the train schema)
-from vla.data.reader import read_episode_info
 from vla.hydra_utils import CONFIG_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,19 +121,9 @@ def main() -> None:
     t0 = time.perf_counter()
 
     ensure_demos(args.task, args.demos, demos, DART.get(args.task, ExpertNoise()))
-    have = len(read_episode_info(sloppy)) if (sloppy / "meta" / "vla_episodes.jsonl").exists() else 0
-    if have < args.sloppy:
-        k, m, _ = collect(
-            CollectConfig(
-                task=args.task,
-                episodes=args.sloppy,
-                out=str(sloppy),
-                seed=50_000,
-                noise=ExpertNoise(aim_std=args.aim_std),
-                env=EnvConfig(task=args.task),
-            )
-        )
-        print(f"{sloppy}: sloppy demonstrator success {k}/{m}")
+    if args.sloppy:
+        sloppy_noise = ExpertNoise(aim_std=args.aim_std)
+        ensure_demos(args.task, args.sloppy, sloppy, sloppy_noise, seed=50_000, keep_failures=True)
     roots = [demos, sloppy] if args.sloppy else [demos]
 
     base_dir = out / "base"
