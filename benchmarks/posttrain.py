@@ -4,10 +4,12 @@
 
 On the fixed task (reach by default):
 
-1. expert demos plus demos of a sloppy demonstrator (every goal off by one per-episode offset ~ N(0,
-   aim_std^2): mostly near misses, kept as failed demos) -- the mixed-quality data that credit
-   methods are for and plain BC imitates -- collected once; then a deliberately weak base SFT on both
-   (few steps; cached);
+1. expert demos plus demos of a sloppy demonstrator -- a miscalibrated operator whose every goal is off
+   by ``aim_bias`` (5 cm along x) plus N(0, aim_std^2) per episode, so nearly all of its demos fail
+   (kept as failed demos) -- the mixed-quality data that credit methods are for and plain BC
+   imitates; collected once; then a deliberately weak base SFT on both (few steps; cached);
+   (``--aim-bias 0,0,0 --aim-std 0.04`` gives the session-4/5 design: zero-mean near misses, which
+   partly average out under BC and leave only ~7 points to any filtering; docs/results.md)
 2. per seed s: rollouts of the base with the simulated operator (HG-DAgger takeovers), shared by the
    method and the control of that seed;
 3. the control: ``vla-train experiment=posttrain_sft`` from the base on demos + rollouts (cached per seed);
@@ -97,7 +99,14 @@ def main() -> None:
         help="dataset folder of the DART expert demos, shared with benchmarks/sft.py (collected if missing)",
     )
     p.add_argument("--sloppy", type=int, default=100, help="demos of the sloppy demonstrator (0: none)")
-    p.add_argument("--aim-std", type=float, default=0.04, help="the sloppy demonstrator's goal error, m")
+    p.add_argument(
+        "--aim-std", type=float, default=0.01, help="the sloppy demonstrator's random goal error (std), m"
+    )
+    p.add_argument(
+        "--aim-bias",
+        default="0.05,0,0",
+        help="the sloppy demonstrator's systematic goal offset x,y,z in m (a miscalibrated operator)",
+    )
     p.add_argument("--base-steps", type=int, default=2000, help="the deliberately weak base SFT")
     p.add_argument("--steps", type=int, default=1000, help="post-training steps (method and control)")
     p.add_argument("--rollouts", type=int, default=60, help="rollout episodes per seed")
@@ -115,14 +124,18 @@ def main() -> None:
     )
     args = p.parse_args()
     arm = arm_name(args.method, args.overrides, args.tag)
-    out = Path(args.out) / (f"{args.task}_mixed{args.sloppy}" if args.sloppy else args.task)
+    bias = tuple(float(v) for v in args.aim_bias.split(","))
+    if len(bias) != 3:
+        p.error(f"--aim-bias needs x,y,z, got {args.aim_bias!r}")
+    kind = "biased" if any(bias) else "mixed"
+    out = Path(args.out) / (f"{args.task}_{kind}{args.sloppy}" if args.sloppy else args.task)
     demos = Path(args.demo_dir.format(task=args.task))
     sloppy = out / "demos_sloppy"
     t0 = time.perf_counter()
 
     ensure_demos(args.task, args.demos, demos, DART.get(args.task, ExpertNoise()))
     if args.sloppy:
-        sloppy_noise = ExpertNoise(aim_std=args.aim_std)
+        sloppy_noise = ExpertNoise(aim_std=args.aim_std, aim_bias=bias)  # type: ignore[arg-type]
         ensure_demos(args.task, args.sloppy, sloppy, sloppy_noise, seed=50_000, keep_failures=True)
     roots = [demos, sloppy] if args.sloppy else [demos]
 
@@ -234,7 +247,7 @@ def _table(args, arm, base, ctrl, meth, lift) -> str:
         [
             f"**{arm} vs control on {args.task}** ({args.seeds} seeds; base SFT "
             f"{100 * base['rate']:.0f}% after {args.base_steps} steps on {args.demos} expert + "
-            f"{args.sloppy} sloppy demos (goal error std {args.aim_std} m); per seed "
+            f"{args.sloppy} sloppy demos (goal offset {args.aim_bias} m + N(0, {args.aim_std}^2)); per seed "
             f"{args.rollouts} rollouts with simulated takeovers; {args.steps} post-training steps; "
             f"{args.eval_episodes} evaluation episodes each).",
             "Success in %, mean [95% t-interval over seeds]:",

@@ -23,6 +23,9 @@ class ExpertNoise:
     * ``aim_std`` (m): a sloppy demonstrator. Each episode draws one offset ~ N(0, aim_std^2 I_3) that
       is added to every phase goal, so the demo ends off target (on reach: a failed demo, a near miss).
       Mixed-quality data for credit methods to sort out.
+    * ``aim_bias`` (m, xyz): a systematic part of that offset (a miscalibrated operator); the episode's
+      offset is ``aim_bias + N(0, aim_std^2 I_3)``. Zero-mean errors partly average out under BC; a
+      bias does not, so imitating such demos costs a fixed share of episodes.
     * ``execute_std`` (rad) is DART (Laskey et al. 2017): the env executes ``a* + eps``,
       eps ~ N(0, execute_std^2), while the dataset records the expert's clean ``a*``. The states then
       cover the expert's neighbourhood and the labels show the way back -- the supervision against
@@ -37,10 +40,17 @@ class ExpertNoise:
     execute_std: float = 0.0
     contact_scale: float = 1.0
     aim_std: float = 0.0
+    aim_bias: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     @property
     def active(self) -> bool:
-        return self.action_std > 0 or self.detour_prob > 0 or self.execute_std > 0 or self.aim_std > 0
+        return (
+            self.action_std > 0
+            or self.detour_prob > 0
+            or self.execute_std > 0
+            or self.aim_std > 0
+            or any(self.aim_bias)
+        )
 
 
 class ScriptedExpert:
@@ -70,7 +80,9 @@ class ScriptedExpert:
         self.yaw = self.ik.site_yaw(self.q_cmd) if takeover else 0.0
         self.k = env.task.takeover_phase(env.model, env.data, self.phases) - 1 if takeover else -1
         self.done = False
-        self.aim = self.rng.normal(0.0, self.noise.aim_std, 3) if self.noise.aim_std > 0 else np.zeros(3)
+        self.aim = np.asarray(self.noise.aim_bias, dtype=float) + (
+            self.rng.normal(0.0, self.noise.aim_std, 3) if self.noise.aim_std > 0 else 0.0
+        )
         self._next_phase()
 
     def _next_phase(self) -> None:

@@ -95,3 +95,17 @@ def test_expert_success_rate_over_100_seeds(task):
     expert = ScriptedExpert(env)
     ok = sum(run_expert_episode(env, expert, seed)[0] for seed in range(100))
     assert ok >= 95, f"{task}: expert success {ok}/100"
+
+
+def test_biased_demonstrator_misses_on_the_side_of_its_bias():
+    """aim_bias: every reach ends offset by the bias (a miscalibrated operator), so nearly all fail
+    (a path may still graze the target zone on its way)."""
+    env = TabletopEnv(EnvConfig(task="reach", render=False))
+    expert = ScriptedExpert(env, ExpertNoise(aim_bias=(0.05, 0.0, 0.0)), seed=0)
+    ok = []
+    for seed in range(5):
+        ok.append(run_expert_episode(env, expert, seed)[0])
+        if not ok[-1]:  # (a success terminates the episode where it happens)
+            miss = env.grip_pos() - env.task._target(env.model, env.data)
+            np.testing.assert_allclose(miss, [0.05, 0.0, 0.0], atol=0.01)
+    assert sum(ok) <= 1, ok
