@@ -46,6 +46,7 @@ from vla.hydra_utils import CONFIG_DIR
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 DOCS = ROOT / "docs" / "results.md"
+DEFAULT_STEPS = 1000
 T_975 = {1: 12.71, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
@@ -108,7 +109,9 @@ def main() -> None:
         help="the sloppy demonstrator's systematic goal offset x,y,z in m (a miscalibrated operator)",
     )
     p.add_argument("--base-steps", type=int, default=2000, help="the deliberately weak base SFT")
-    p.add_argument("--steps", type=int, default=1000, help="post-training steps (method and control)")
+    p.add_argument(
+        "--steps", type=int, default=DEFAULT_STEPS, help="post-training steps (method and control)"
+    )
     p.add_argument("--rollouts", type=int, default=60, help="rollout episodes per seed")
     p.add_argument("--eval-episodes", type=int, default=50)
     p.add_argument("--horizon", type=int, default=3, help="actions executed per chunk (rollouts, evaluation)")
@@ -123,7 +126,9 @@ def main() -> None:
         "overrides", nargs="*", help="extra vla-train overrides for the method, e.g. algo.guidance=1.5"
     )
     args = p.parse_args()
-    arm = arm_name(args.method, args.overrides, args.tag)
+    # runs of another length are other arms (and must not resume a shorter run's checkpoint)
+    suffix = "" if args.steps == DEFAULT_STEPS else f"_{args.steps}steps"
+    arm = arm_name(args.method, args.overrides, args.tag) + suffix
     bias = tuple(float(v) for v in args.aim_bias.split(","))
     if len(bias) != 3:
         p.error(f"--aim-bias needs x,y,z, got {args.aim_bias!r}")
@@ -188,9 +193,9 @@ def main() -> None:
             f"threads={args.threads}",
         ]
         result = {}
-        for name, exp, extra in (
-            ("control", "posttrain_sft", []),
-            (arm, f"posttrain_{args.method}", list(args.overrides)),
+        for key, name, exp, extra in (
+            ("control", "control" + suffix, "posttrain_sft", []),
+            (arm, arm, f"posttrain_{args.method}", list(args.overrides)),
         ):
             cache = sdir / f"{name}_eval.json"
             got = _cached(cache)
@@ -198,7 +203,7 @@ def main() -> None:
                 ckpt = train(_compose([f"experiment={exp}", f"out={sdir / name}", *common, *extra]))
                 got = _evaluate(ckpt, args.task, args.eval_episodes, sdir / f"{name}_eval", args.horizon)
                 cache.write_text(json.dumps(got))
-            result[name] = got
+            result[key] = got
             print(f"seed {s} {name}: {got['success']}/{got['episodes']}")
         rows.append(result)
 

@@ -84,8 +84,37 @@ def test_posttrain_preset_runs_from_a_base_checkpoint(base, tmp_path, method):
     config = yaml.safe_load((out / "checkpoints/last/config.yaml").read_text())
     assert config["chunk_size"] == 4  # the base checkpoint's architecture, not the policy= group's
     assert config["inference_cond"] == (1 if method == "recap" else None)
+    assert config["inference_guidance"] == (2.0 if method == "recap" else None)  # the preset's CFG scale
     summary = json.loads((out / "critic/summary.json").read_text())
     assert summary["critic_loss_end"] < summary["critic_loss_start"]
+
+
+def test_aloe_indicator_mode_conditions_like_recap(base, tmp_path):
+    """algo.critic.mode=indicator: ALOE's thresholded Q-advantage conditions the policy, with CFG."""
+    root, ckpt = base
+    out = tmp_path / "aloe_ind"
+    _train(
+        [
+            "experiment=posttrain_aloe",
+            f"init_from={ckpt}",
+            f"data.roots=[{root}]",
+            "env=none",
+            "steps=4",
+            "batch_size=8",
+            "threads=1",
+            "progress=false",
+            f"out={out}",
+            "algo.critic.batch_size=32",
+            "algo.critic.mode=indicator",
+            "algo.guidance=1.5",
+            *SMALL["aloe"],
+        ],
+        tmp_path,
+    )
+    labels = load_file(str(out / "critic/labels.safetensors"))
+    assert set(labels["cond"].unique().tolist()) == {0.0, 1.0}
+    config = yaml.safe_load((out / "checkpoints/last/config.yaml").read_text())
+    assert config["inference_cond"] == 1 and config["inference_guidance"] == 1.5
 
 
 def test_posttrain_resume_is_exact_and_reuses_the_labels(base, tmp_path):

@@ -22,7 +22,7 @@ SUMMARY_FILE = "summary.json"
 @dataclass
 class CreditConfig(AlgoConfig):
     critic: dict[str, Any] = field(default_factory=dict)  # fields of the critic's config
-    guidance: float | None = None  # RECAP: CFG scale beta stored as the checkpoint's inference default
+    guidance: float | None = None  # RECAP / ALOE indicator mode: CFG scale beta, the checkpoint's default
 
 
 class CreditAlgorithm(GradientAlgorithm):
@@ -125,7 +125,8 @@ class ALOE(AdvantageWeighted):
         w = min(exp((Q(o, A) - mean_{j<M} Q(o, A'_j)) / beta), w_max),  A'_j ~ pi(. | o),
         L(theta) = E [ w L_FM(theta; o, A) ] / E [ w ].
 
-    With ``critic.mode=indicator`` the thresholded advantage conditions the policy as in RECAP instead.
+    With ``critic.mode=indicator`` the thresholded advantage conditions the policy as in RECAP instead
+    (CFG scale ``guidance`` at inference).
     """
 
     critic_name = "chunk_q"
@@ -141,6 +142,7 @@ class ALOE(AdvantageWeighted):
         summary = super().prepare(data, out, progress)
         if self.indicator:
             self.policy.config.inference_cond = 1
+            self.policy.config.inference_guidance = self.config.guidance  # type: ignore[attr-defined]
         return summary
 
     def update(self, batch: Batch) -> dict[str, float]:
