@@ -226,8 +226,14 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"posttrain_{arm}.json").write_text(json.dumps(record, indent=2))
-    _write_docs(arm, table)
+    # another data design (its own cache folder) gets its own record and docs block
+    default_data = all(
+        getattr(args, k) == p.get_default(k)
+        for k in ("task", "demos", "demo_dir", "sloppy", "aim_bias", "aim_std")
+    )
+    name = arm if default_data else f"{arm}_{out.name}"
+    (RESULTS / f"posttrain_{name}.json").write_text(json.dumps(record, indent=2))
+    _write_docs(name, table)
     print(table)
     print(f"lift over control: {mean_ci(lift)[0]:.1f}")
 
