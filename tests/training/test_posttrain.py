@@ -58,26 +58,28 @@ SMALL = {
 }
 
 
+def _preset_args(method, ckpt, root, out):
+    """A tiny run of ``experiment=posttrain_<method>`` from the base checkpoint."""
+    return [
+        f"experiment=posttrain_{method}",
+        f"init_from={ckpt}",
+        f"data.roots=[{root}]",
+        "env=none",
+        "steps=4",
+        "batch_size=8",
+        "threads=1",
+        "progress=false",
+        f"out={out}",
+        "algo.critic.batch_size=32",
+        *SMALL[method],
+    ]
+
+
 @pytest.mark.parametrize("method", list(SMALL))
 def test_posttrain_preset_runs_from_a_base_checkpoint(base, tmp_path, method):
     root, ckpt = base
     out = tmp_path / method
-    stdout = _train(
-        [
-            f"experiment=posttrain_{method}",
-            f"init_from={ckpt}",
-            f"data.roots=[{root}]",
-            "env=none",
-            "steps=4",
-            "batch_size=8",
-            "threads=1",
-            "progress=false",
-            f"out={out}",
-            "algo.critic.batch_size=32",
-            *SMALL[method],
-        ],
-        tmp_path,
-    )
+    stdout = _train(_preset_args(method, ckpt, root, out), tmp_path)
     assert "credit:" in stdout
     labels = load_file(str(out / "critic/labels.safetensors"))
     assert ("cond" in labels) == (method == "recap") and ("weight" in labels) == (method != "recap")
@@ -94,22 +96,7 @@ def test_aloe_indicator_mode_conditions_like_recap(base, tmp_path):
     root, ckpt = base
     out = tmp_path / "aloe_ind"
     _train(
-        [
-            "experiment=posttrain_aloe",
-            f"init_from={ckpt}",
-            f"data.roots=[{root}]",
-            "env=none",
-            "steps=4",
-            "batch_size=8",
-            "threads=1",
-            "progress=false",
-            f"out={out}",
-            "algo.critic.batch_size=32",
-            "algo.critic.mode=indicator",
-            "algo.guidance=1.5",
-            *SMALL["aloe"],
-        ],
-        tmp_path,
+        [*_preset_args("aloe", ckpt, root, out), "algo.critic.mode=indicator", "algo.guidance=1.5"], tmp_path
     )
     labels = load_file(str(out / "critic/labels.safetensors"))
     assert set(labels["cond"].unique().tolist()) == {0.0, 1.0}
