@@ -19,14 +19,15 @@ DART = {
 
 def ensure_demos(
     task: str, episodes: int, root: Path, noise: ExpertNoise, *, seed: int = 0, keep_failures: bool = False
-) -> None:
+) -> int:
     """At least ``episodes`` demos in ``root`` (seeds ``seed``, ``seed + 1``, ...; a longer set starts with
     a shorter one). Expert demos drop failures (a noise-knocked grasp leaves a demo whose later labels
-    are wrong); a deliberately sloppy demonstrator keeps them (``keep_failures``)."""
+    are wrong); a deliberately sloppy demonstrator keeps them (``keep_failures``). Returns how many
+    episodes ``root`` holds."""
     have = len(read_episode_info(root)) if (root / "meta" / "vla_episodes.jsonl").exists() else 0
     if have >= episodes:
         print(f"demos: {root} has {have} episodes")
-        return
+        return have
     k, n, _ = collect(
         CollectConfig(
             task=task,
@@ -39,3 +40,4 @@ def ensure_demos(
         )
     )
     print(f"demos: demonstrator success {k}/{n} -> {root}")
+    return len(read_episode_info(root))

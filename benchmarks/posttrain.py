@@ -4,12 +4,13 @@
 
 On the fixed task (reach by default):
 
-1. expert demos plus demos of a sloppy demonstrator -- a miscalibrated operator whose every goal is off
-   by ``aim_bias`` (5 cm along x) plus N(0, aim_std^2) per episode, so nearly all of its demos fail
-   (kept as failed demos) -- the mixed-quality data that credit methods are for and plain BC
-   imitates; collected once; then a deliberately weak base SFT on both (few steps; cached);
-   (``--aim-bias 0,0,0 --aim-std 0.04`` gives the session-4/5 design: zero-mean near misses, which
-   partly average out under BC and leave only ~7 points to any filtering; docs/results.md)
+1. 100 DART expert demos plus 200 demos of a sloppy demonstrator -- a miscalibrated operator whose
+   every goal is off by ``aim_bias`` (5 cm along x) plus N(0, aim_std^2) per episode, so nearly all of
+   its demos fail (kept as failed demos) -- the mixed-quality data that credit methods are for and plain
+   BC imitates; collected once; then a deliberately weak base SFT on both (few steps; cached).
+   Earlier designs (docs/results.md): ``--sloppy 100`` is session 6's; ``--sloppy 100 --aim-bias 0,0,0
+   --aim-std 0.04`` is session 4/5's (zero-mean near misses, which partly average out under BC and
+   leave only ~7 points to any filtering);
 2. per seed s: rollouts of the base with the simulated operator (HG-DAgger takeovers), shared by the
    method and the control of that seed;
 3. the control: ``vla-train experiment=posttrain_sft`` from the base on demos + rollouts (cached per seed);
@@ -96,10 +97,11 @@ def main() -> None:
     p.add_argument("--demos", type=int, default=100)
     p.add_argument(
         "--demo-dir",
-        default="outputs/sft/{task}/demos",
-        help="dataset folder of the DART expert demos, shared with benchmarks/sft.py (collected if missing)",
+        default="outputs/bench_posttrain/{task}_demos{demos}",
+        help="dataset folder of the DART expert demos (collected if missing). It should hold exactly --demos "
+        "episodes: data.max_episodes caps each root at max(--demos, --sloppy, --rollouts)",
     )
-    p.add_argument("--sloppy", type=int, default=100, help="demos of the sloppy demonstrator (0: none)")
+    p.add_argument("--sloppy", type=int, default=200, help="demos of the sloppy demonstrator (0: none)")
     p.add_argument(
         "--aim-std", type=float, default=0.01, help="the sloppy demonstrator's random goal error (std), m"
     )
@@ -126,6 +128,8 @@ def main() -> None:
         "overrides", nargs="*", help="extra vla-train overrides for the method, e.g. algo.guidance=1.5"
     )
     args = p.parse_args()
+    demo_dir = p.get_default("demo_dir").format(task=args.task, demos=args.demos)
+    args.demo_dir = args.demo_dir.format(task=args.task, demos=args.demos)
     # runs of another length are other arms (and must not resume a shorter run's checkpoint)
     suffix = "" if args.steps == DEFAULT_STEPS else f"_{args.steps}steps"
     arm = arm_name(args.method, args.overrides, args.tag) + suffix
@@ -134,11 +138,18 @@ def main() -> None:
         p.error(f"--aim-bias needs x,y,z, got {args.aim_bias!r}")
     kind = "biased" if any(bias) else "mixed"
     out = Path(args.out) / (f"{args.task}_{kind}{args.sloppy}" if args.sloppy else args.task)
-    demos = Path(args.demo_dir.format(task=args.task))
+    demos = Path(args.demo_dir)
     sloppy = out / "demos_sloppy"
     t0 = time.perf_counter()
 
-    ensure_demos(args.task, args.demos, demos, DART.get(args.task, ExpertNoise()))
+    have = ensure_demos(args.task, args.demos, demos, DART.get(args.task, ExpertNoise()))
+    cap = max(args.demos, args.sloppy, args.rollouts)  # data.max_episodes: the same cap on every root
+    if have > args.demos and cap > args.demos:
+        p.error(
+            f"--demo-dir {demos} holds {have} episodes, more than --demos {args.demos}; data.max_episodes "
+            f"is per root, so {min(have, cap)} of them would be trained on. Give a folder with exactly "
+            f"{args.demos} (the default {p.get_default('demo_dir')} is one)"
+        )
     if args.sloppy:
         sloppy_noise = ExpertNoise(aim_std=args.aim_std, aim_bias=bias)  # type: ignore[arg-type]
         ensure_demos(args.task, args.sloppy, sloppy, sloppy_noise, seed=50_000, keep_failures=True)
@@ -227,9 +238,8 @@ def main() -> None:
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     # another data design (its own cache folder) gets its own record and docs block
-    default_data = all(
-        getattr(args, k) == p.get_default(k)
-        for k in ("task", "demos", "demo_dir", "sloppy", "aim_bias", "aim_std")
+    default_data = args.demo_dir == demo_dir and all(
+        getattr(args, k) == p.get_default(k) for k in ("task", "demos", "sloppy", "aim_bias", "aim_std")
     )
     name = arm if default_data else f"{arm}_{out.name}"
     (RESULTS / f"posttrain_{name}.json").write_text(json.dumps(record, indent=2))
