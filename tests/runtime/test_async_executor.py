@@ -7,6 +7,7 @@ import pytest
 
 from vla.runtime.async_executor import AsyncChunkExecutor
 from vla.runtime.safety import JointLimits, SafetyConfig, SafetyLayer
+from vla.runtime.upcycling import UpcyclingConfig, upcycled_horizon
 
 H = 10
 
@@ -92,3 +93,49 @@ def test_worker_crash_ends_in_a_hold():
     assert safety.holding and "device lost" in safety.fault.reason
     np.testing.assert_allclose(outs[-1], q)
     ex.close()
+
+
+def test_upcycling_counts_from_the_splice_point():
+    """A chunk planned at step s follows the clock up to its index 6 and then stops (a velocity break).
+    Spliced in 2 steps late, it must run only up to the break: h* is measured on the chunk from the
+    splice point on, not from its start (which would run 2 actions past the break)."""
+
+    def ramp_then_stop(obs):
+        return (obs + np.minimum(np.arange(H), 6)).astype(float)[:, None].repeat(2, axis=1)
+
+    cfg = UpcyclingConfig(enabled=True, tau=0.5)
+    ex = AsyncChunkExecutor(
+        ramp_then_stop,
+        horizon=3,
+        chunk_size=H,
+        dt=0.1,
+        simulated_delay=2,
+        upcycle=lambda c, h0, prev: upcycled_horizon(c, h0, 0.1, cfg, None, prev),
+    )
+    executed = [ex.act(t)[0] for t in range(30)]
+    np.testing.assert_array_equal(executed, np.arange(30))  # never past a break, never a jump
+    assert ex.horizons[0] == 6 and set(ex.horizons[1:]) == {4} and set(ex.splice_offsets) == {2}
+
+
+def test_async_replan_gate_keeps_h0_when_the_spliced_chunk_disagrees():
+    """The replan gate compares the spliced chunk with what the old chunk had planned for the same steps:
+    the chunk that moved runs h0 only; the next one agrees with it again and is upcycled."""
+    calls = {"n": 0}
+
+    def changes_its_mind(obs):
+        calls["n"] += 1
+        jump = 0.5 if calls["n"] >= 3 else 0.0  # from the third chunk on, the plan has moved
+        return Clock()(obs) * 0.01 + jump
+
+    cfg = UpcyclingConfig(enabled=True, tau=0.5, max_horizon=6, replan_tolerance=0.1)
+    ex = AsyncChunkExecutor(
+        changes_its_mind,
+        horizon=3,
+        chunk_size=H,
+        dt=0.1,
+        simulated_delay=2,
+        upcycle=lambda c, h0, prev: upcycled_horizon(c, h0, 0.1, cfg, None, prev),
+    )
+    for t in range(20):
+        ex.act(t)
+    assert ex.horizons[:4] == [6, 6, 3, 6]

@@ -128,8 +128,11 @@ class AsyncChunkExecutor(ChunkExecutor):
 
     def _start(self, chunk: np.ndarray, offset: int) -> None:
         """Execute ``chunk`` from index ``offset`` (the steps its inference took) for h actions, so one
-        chunk is requested every h steps as in synchronous execution."""
-        self._chunk = chunk
-        self._index = min(offset, self.chunk_size - 1)
-        h = self.horizon if self.upcycle is None else self._upcycled(chunk)  # no replan gate (RTC aligns)
-        self._end = min(self.chunk_size, self._index + h)
+        chunk is requested every h steps as in synchronous execution. Upcycling sees the chunk from the
+        splice point on (its velocity changes and its bound H - d counted from there) and, for the replan
+        gate, the old chunk's not yet executed tail, which is planned for the same steps."""
+        previous = self.remaining  # None for an episode's first chunk
+        index = min(offset, self.chunk_size - 1)
+        h = self.horizon if self.upcycle is None else self._upcycled(chunk[index:], previous)
+        self._chunk, self._index = chunk, index
+        self._end = min(self.chunk_size, index + h)
