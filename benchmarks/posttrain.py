@@ -17,6 +17,10 @@ On the fixed task (reach by default):
 4. the method: ``vla-train experiment=posttrain_<method>`` from the base on the same data;
 5. both evaluated on the same episodes.
 
+Everything is cached under ``--out``; a design's folder records its settings in ``design.json``, and a
+run whose --base-steps, --rollouts, --eval-episodes, --horizon or demo settings differ stops with an
+error instead of reusing caches made with others.
+
 Writes benchmarks/results/posttrain_<method>.json, a markdown table (mean and 95% interval over seeds)
 into docs/results.md, and prints ``lift over control: <points>`` as its last line.
 """
@@ -85,6 +89,41 @@ def mean_ci(values: list[float]) -> tuple[float, float, float]:
     return m, m - half, m + half
 
 
+# what the cached demos, base, rollouts and evaluations under one --out folder were made with
+DESIGN = (
+    "task",
+    "demos",
+    "demo_dir",
+    "sloppy",
+    "aim_std",
+    "aim_bias",
+    "base_steps",
+    "rollouts",
+    "eval_episodes",
+    "horizon",
+)
+
+
+def _check_design(out: Path, design: dict, p: argparse.ArgumentParser) -> None:
+    """The cache folder's design.json must match this run: a cached base trained for other --base-steps,
+    or evaluations over other --eval-episodes, would otherwise be reused silently. Written on first use
+    (folders cached before it existed are adopted as they are)."""
+    path = out / "design.json"
+    if path.exists():
+        had = json.loads(path.read_text())
+        diff = [
+            f"--{k.replace('_', '-')} {had.get(k)!r} -> {v!r}" for k, v in design.items() if had.get(k) != v
+        ]
+        if diff:
+            p.error(
+                f"{out} caches a base, rollouts and evaluations made with other settings "
+                f"({'; '.join(diff)}). Give this design its own --out, or delete {out} to start over"
+            )
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(design, indent=2))
+
+
 def _cached(path: Path) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -117,7 +156,12 @@ def main() -> None:
     p.add_argument("--rollouts", type=int, default=60, help="rollout episodes per seed")
     p.add_argument("--eval-episodes", type=int, default=50)
     p.add_argument("--horizon", type=int, default=3, help="actions executed per chunk (rollouts, evaluation)")
-    p.add_argument("--out", default="outputs/bench_posttrain")
+    p.add_argument(
+        "--out",
+        default="outputs/bench_posttrain",
+        help="cache root: each data design gets a subfolder, whose design.json records what its cached base, "
+        "rollouts and evaluations were made with (a run with other settings stops with an error)",
+    )
     p.add_argument("--threads", type=int, default=2, help="torch threads of every training run")
     p.add_argument(
         "--tag",
@@ -141,6 +185,7 @@ def main() -> None:
     demos = Path(args.demo_dir)
     sloppy = out / "demos_sloppy"
     t0 = time.perf_counter()
+    _check_design(out, {k: getattr(args, k) for k in DESIGN}, p)
 
     have = ensure_demos(args.task, args.demos, demos, DART.get(args.task, ExpertNoise()))
     cap = max(args.demos, args.sloppy, args.rollouts)  # data.max_episodes: the same cap on every root
