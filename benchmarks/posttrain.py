@@ -185,7 +185,7 @@ def main() -> None:
     demos = Path(args.demo_dir)
     sloppy = out / "demos_sloppy"
     t0 = time.perf_counter()
-    _check_design(out, {k: getattr(args, k) for k in DESIGN}, p)
+    _check_design(out, {k: getattr(args, k) for k in DESIGN} | {"aim_bias": list(bias)}, p)
 
     have = ensure_demos(args.task, args.demos, demos, DART.get(args.task, ExpertNoise()))
     cap = max(args.demos, args.sloppy, args.rollouts)  # data.max_episodes: the same cap on every root
