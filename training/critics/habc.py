@@ -17,7 +17,7 @@ from training.critics.targets import habc_gate, habc_segments, habc_weights, sta
 class HABCConfig(CriticConfig):
     gate_tau: float = 0.8  # tau of g = sigmoid(kappa (V_v - tau))
     gate_kappa: float = 20.0
-    beta: float = 0.1  # w = clip(exp(A_hat / beta), 0, w_max) on standardised advantages
+    beta: float = 0.05  # w = clip(exp(A_hat / beta), 0, w_max) on standardised advantages
     w_max: float = 20.0
     efficiency_weight: float = 1.0  # of the efficiency regression in the joint loss
 
