@@ -95,6 +95,18 @@ def test_worker_crash_ends_in_a_hold():
     ex.close()
 
 
+def _upcycling(sample_fn, cfg):
+    """An async executor (h0 = 3, simulated delay 2) whose horizon is upcycled with ``cfg``."""
+    return AsyncChunkExecutor(
+        sample_fn,
+        horizon=3,
+        chunk_size=H,
+        dt=0.1,
+        simulated_delay=2,
+        upcycle=lambda c, h0, prev: upcycled_horizon(c, h0, 0.1, cfg, None, prev),
+    )
+
+
 def test_upcycling_counts_from_the_splice_point():
     """A chunk planned at step s follows the clock up to its index 6 and then stops (a velocity break).
     Spliced in 2 steps late, it must run only up to the break: h* is measured on the chunk from the
@@ -103,15 +115,7 @@ def test_upcycling_counts_from_the_splice_point():
     def ramp_then_stop(obs):
         return (obs + np.minimum(np.arange(H), 6)).astype(float)[:, None].repeat(2, axis=1)
 
-    cfg = UpcyclingConfig(enabled=True, tau=0.5)
-    ex = AsyncChunkExecutor(
-        ramp_then_stop,
-        horizon=3,
-        chunk_size=H,
-        dt=0.1,
-        simulated_delay=2,
-        upcycle=lambda c, h0, prev: upcycled_horizon(c, h0, 0.1, cfg, None, prev),
-    )
+    ex = _upcycling(ramp_then_stop, UpcyclingConfig(enabled=True, tau=0.5))
     executed = [ex.act(t)[0] for t in range(30)]
     np.testing.assert_array_equal(executed, np.arange(30))  # never past a break, never a jump
     assert ex.horizons[0] == 6 and set(ex.horizons[1:]) == {4} and set(ex.splice_offsets) == {2}
@@ -127,14 +131,8 @@ def test_async_replan_gate_keeps_h0_when_the_spliced_chunk_disagrees():
         jump = 0.5 if calls["n"] >= 3 else 0.0  # from the third chunk on, the plan has moved
         return Clock()(obs) * 0.01 + jump
 
-    cfg = UpcyclingConfig(enabled=True, tau=0.5, max_horizon=6, replan_tolerance=0.1)
-    ex = AsyncChunkExecutor(
-        changes_its_mind,
-        horizon=3,
-        chunk_size=H,
-        dt=0.1,
-        simulated_delay=2,
-        upcycle=lambda c, h0, prev: upcycled_horizon(c, h0, 0.1, cfg, None, prev),
+    ex = _upcycling(
+        changes_its_mind, UpcyclingConfig(enabled=True, tau=0.5, max_horizon=6, replan_tolerance=0.1)
     )
     for t in range(20):
         ex.act(t)
