@@ -1,108 +1,153 @@
-"""Control-loop period jitter at 50 Hz while the policy infers in the background.
+"""The deployment control loop at 50 Hz, as a robot runs it: period jitter and inference latency.
 
-    python benchmarks/control_loop.py [--seconds 20] [--hz 50]
+    python benchmarks/control_loop.py [--checkpoint <ckpt>] [--seconds 20] [--hz 50]
 
-The loop is the deployment runtime as a robot node runs it: each period it reads a (synthetic)
-observation, asks the :class:`~vla.runtime.async_executor.AsyncChunkExecutor` for the action (which
-requests chunks from a background inference thread running our flow-matching policy at the SFT preset
-size), passes it through the safety layer, and sleeps until the next deadline (coarse sleep, then a
-short spin). Jitter = |measured period - 1/hz|. Prints ``p99 jitter ms: <x>`` last and writes
-benchmarks/results/control_loop.json.
+- **Policy**: a trained checkpoint (default: the reach SFT of ``python benchmarks/sft.py --task reach``;
+  without it, the benchmark trains a small reach policy first: 20 demos, 400 steps, a few minutes).
+- **Inference in another process** (:class:`vla.runtime.inference_process.InferenceProcess`), pinned to
+  its own CPU core; the loop's process is pinned to the other. Asynchronous execution: the next chunk is
+  requested while the current one runs.
+- **Observations that change every period**: the MuJoCo arm renders both cameras each period
+  (:class:`sim.robot.SimRobot` in real-time mode: the loop paces itself to the wall clock).
+- **The Panda profile's real limits** with the safety layer in ``hold`` mode (a fault would stop the
+  policy: the record says whether one happened).
+- The policy acts at 10 Hz; the 50 Hz loop sends setpoints interpolated between its actions
+  (``deploy.executor.interpolate = 5``).
+
+Jitter = |measured period - 1/hz| over the periods after the first chunk (the first chunk of an episode
+is computed while the robot waits at rest; those warm-up periods are counted and excluded). Prints
+``p99 jitter ms: <x>`` last and writes ``benchmarks/results/control_loop.json``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import platform
+import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-import torch
+from _demos import DART, ensure_demos
+from _provenance import write_record
 
-from policies.flow_matching import FlowMatchingConfig, FlowMatchingPolicy
-from vla.runtime import PolicyRunner
-from vla.runtime.async_executor import AsyncChunkExecutor
-from vla.runtime.safety import JointLimits, SafetyConfig, SafetyLayer
+import sim  # noqa: F401  (GL backend before mujoco)
+from sim.env import EnvConfig, TabletopEnv
+from sim.robot import SimRobot
+from vla.checkpoint import read_config
+from vla.runtime.config import AsyncConfig, DeployConfig, ExecutorConfig
+from vla.runtime.inference_process import InferenceProcess
+from vla.runtime.loop import run_episode
+from vla.runtime.safety import SafetyConfig
+from vla.runtime.stack import build_stack
+from vla.runtime.subscribers import TrajectoryMetrics
 
-RESULTS = Path(__file__).resolve().parent / "results"
+DEFAULT_CKPT = Path("outputs/sft/reach/train/checkpoints/last")
+QUICK = Path("outputs/bench_control_loop")
 
 
-def sleep_until(deadline: float, spin_s: float = 0.0015) -> None:
-    """Sleep coarsely, then spin the last ``spin_s`` (OS sleep granularity and wake-up latency)."""
-    while True:
-        left = deadline - time.perf_counter()
-        if left <= 0:
-            return
-        if left > spin_s:
-            time.sleep(left - spin_s)
+def quick_checkpoint() -> Path:
+    """A small reach policy (the SFT preset's architecture, 20 demos, 400 steps) when no SFT run exists."""
+    ckpt = QUICK / "train" / "checkpoints" / "last"
+    if (ckpt / "model.safetensors").is_file():
+        return ckpt
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from training.loop import train
+    from training.scripts.train import ConfigStore  # noqa: F401  (registers the train schema)
+    from vla.hydra_utils import CONFIG_DIR
+
+    print(f"no checkpoint at {DEFAULT_CKPT}: training a small reach policy into {QUICK} (a few minutes)")
+    ensure_demos("reach", 20, QUICK / "demos", DART["reach"])
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        cfg = compose(
+            "train",
+            overrides=[
+                "experiment=sft_reach",
+                f"data.roots=[{QUICK / 'demos'}]",
+                f"out={QUICK / 'train'}",
+                "steps=400",
+                "env=none",
+                "threads=1",
+            ],
+        )
+    return train(OmegaConf.to_object(cfg))  # type: ignore[arg-type]
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--checkpoint", default=None, help=f"default {DEFAULT_CKPT}, else a quick-trained one")
     p.add_argument("--seconds", type=float, default=20.0)
-    p.add_argument("--hz", type=float, default=50.0)
-    p.add_argument("--horizon", type=int, default=10)
-    p.add_argument("--threads", type=int, default=1, help="torch threads of the inference worker")
+    p.add_argument("--hz", type=float, default=50.0, help="control loop rate")
+    p.add_argument("--policy-hz", type=float, default=10.0, help="the rate the policy was trained at")
+    p.add_argument("--horizon", type=int, default=10, help="policy actions executed per chunk")
     p.add_argument("--switch-interval-ms", type=float, default=0.5, help="the GIL's switch interval")
     args = p.parse_args()
-    torch.set_num_threads(args.threads)
-    sys.setswitchinterval(args.switch_interval_ms / 1000)  # the control thread gets the GIL back quickly
-    dt = 1.0 / args.hz
+    started = time.time()
+    ckpt = Path(args.checkpoint) if args.checkpoint else DEFAULT_CKPT
+    if args.checkpoint is None and not (ckpt / "model.safetensors").is_file():
+        ckpt = quick_checkpoint()
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    loop_cpu, infer_cpu = (cpus[0], cpus[-1]) if len(cpus) > 1 else (None, None)
+    if loop_cpu is not None:
+        os.sched_setaffinity(0, {loop_cpu})
+    sys.setswitchinterval(args.switch_interval_ms / 1000)  # the loop thread gets the GIL back quickly
 
-    cfg = FlowMatchingConfig(chunk_size=20, d_model=128, n_prefix_layers=2, d_expert=128, n_expert_layers=2)
-    policy = FlowMatchingPolicy(cfg).eval()
-    runner = PolicyRunner(policy, cameras=cfg.cameras, seed=0)
-    rng = np.random.default_rng(0)
-    obs = {c: rng.integers(0, 255, (*cfg.image_size, 3), dtype=np.uint8) for c in cfg.cameras}
-    obs.update(state=np.zeros(8, dtype=np.float32), instruction="reach the red ball")
-    t0 = time.perf_counter()
-    runner(obs)
-    infer_ms = 1000 * (time.perf_counter() - t0)
-
-    executor = AsyncChunkExecutor(runner, horizon=args.horizon, chunk_size=cfg.chunk_size, dt=dt)
-    big = 1e3
-    safety = SafetyLayer(JointLimits([-big] * 8, [big] * 8, [big] * 8, [big * 1e3] * 8), SafetyConfig(), dt)
-    q = np.zeros(8)
-    safety.reset(q)
+    k = round(args.hz / args.policy_hz)
+    size = tuple(read_config(ckpt).get("image_size", (96, 96)))
     n = int(args.seconds * args.hz)
-    stamps = np.zeros(n)
-    executor.act(obs)  # the first (blocking) chunk before the loop starts
-    start = time.perf_counter() + dt
-    for k in range(n):
-        sleep_until(start + k * dt)
-        now = time.perf_counter()
-        stamps[k] = now
-        safety.step(lambda: executor.act(obs), q, obs_time=now, now=now)
-    executor.close()
-    period = np.diff(stamps)
-    jitter_ms = 1000 * np.abs(period - dt)
+    env = TabletopEnv(
+        EnvConfig(task="reach", control_hz=args.hz, image_size=size, max_steps=n, terminate_on_success=False)
+    )
+    robot = SimRobot(env, realtime=True)
+    server = InferenceProcess(str(ckpt), cpu=infer_cpu, threads=1, seed=0)
+    deploy = DeployConfig(
+        executor=ExecutorConfig(horizon=args.horizon, interpolate=k),
+        async_inference=AsyncConfig(enabled=True),
+        safety=SafetyConfig(mode="hold"),
+    )
+    stack = build_stack(deploy, server, profile=robot.profile, chunk_size=server.chunk_size, dt=1 / args.hz)
+    metrics = TrajectoryMetrics()
+    try:
+        result = run_episode(robot, stack, seed=0, subscribers=[metrics], max_steps=n)
+    finally:
+        stack.close()
+        server.close()
+        env.close()
+    jitter = metrics.jitter_ms(1 / args.hz)
+    warmup = k  # the periods until the second policy step: the first chunk is computed at rest
+    steady = jitter[warmup:]
     p50, p99, worst = (
-        float(np.percentile(jitter_ms, 50)),
-        float(np.percentile(jitter_ms, 99)),
-        float(jitter_ms.max()),
+        float(np.percentile(steady, 50)),
+        float(np.percentile(steady, 99)),
+        float(steady.max()),
     )
     record = {
-        "hz": args.hz,
-        "seconds": args.seconds,
-        "periods": len(period),
-        "jitter_ms": {"p50": p50, "p99": p99, "max": worst},
-        "policy_calls": executor.policy_calls,
-        "inference_ms_median": 1000 * float(np.median(executor.latencies)),
-        "inference_ms_first": infer_ms,
-        "starved_steps": executor.starved,
-        "faults": None if safety.fault is None else safety.fault.reason,
-        "torch_threads": args.threads,
-        "switch_interval_ms": args.switch_interval_ms,
-        "machine": platform.machine(),
-        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "checkpoint": str(ckpt),
+        "config": {**vars(args), "interpolate": k, "loop_cpu": loop_cpu, "inference_cpu": infer_cpu},
+        "periods": len(jitter),
+        "warmup_periods_excluded": warmup,
+        "jitter_ms": {"p50": p50, "p99": p99, "max": worst, "max_including_warmup": float(jitter.max())},
+        "inference_ms": {
+            "p50": 1000 * float(np.median(server.latencies)),
+            "p99": 1000 * float(np.percentile(server.latencies, 99)),
+            "round_trip_p50": 1000 * float(np.median(server.round_trips)),
+        },
+        "policy_calls": result.policy_calls,
+        "starved_steps": stack.executor.starved,  # type: ignore[attr-defined]
+        "safety_fault": result.fault,
+        "safety_interpolated_periods": stack.safety.interpolated if stack.safety else 0,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "control_loop.json").write_text(json.dumps(record, indent=2))
-    print(json.dumps(record, indent=2))
+    path = write_record("control_loop", record, started)
+    print(f"record: {path}")
+    starved = record["starved_steps"]
+    print(f"policy calls: {result.policy_calls}, starved periods: {starved}, fault: {result.fault}")
+    print(
+        f"inference ms (p50 / p99): {record['inference_ms']['p50']:.1f} / {record['inference_ms']['p99']:.1f}"
+    )
     print(f"p50 jitter ms: {p50:.3f}")
+    print(f"max jitter ms: {worst:.3f}")
     print(f"p99 jitter ms: {p99:.3f}")
 
 

@@ -47,6 +47,7 @@ from training.config import TrainConfig
 from training.loop import train
 from training.scripts.train import ConfigStore  # noqa: F401  (registers the train schema)
 from vla.hydra_utils import CONFIG_DIR
+from vla.runtime.config import DeployConfig, ExecutorConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -69,7 +70,7 @@ def _evaluate(ckpt: Path, task: str, episodes: int, out: Path, horizon: int) -> 
             episodes=episodes,
             workers=2,
             seed=20_000,  # the same episodes for every policy; unlike demo, rollout and training seeds
-            horizon=horizon,
+            deploy=DeployConfig(executor=ExecutorConfig(horizon=horizon)),
             out=str(out),
             videos=0,
             progress=False,
@@ -234,7 +235,7 @@ def main() -> None:
                     episodes=args.rollouts,
                     workers=2,
                     seed=100_000 + 1000 * s,
-                    horizon=args.horizon,
+                    deploy=DeployConfig(executor=ExecutorConfig(horizon=args.horizon)),
                     out=str(rollouts),
                     teleop=TeleopConfig(),
                 )

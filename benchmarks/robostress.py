@@ -18,7 +18,9 @@ from pathlib import Path
 
 import sim  # noqa: F401
 from sim.evaluation import EvalConfig, evaluate
-from sim.robostress import SCENARIOS
+from sim.robostress import SCENARIOS, StressConfig
+from vla.runtime.compensation import CompensationConfig
+from vla.runtime.config import DeployConfig, ExecutorConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -49,10 +51,11 @@ def main() -> None:
                     episodes=args.episodes,
                     workers=2,
                     seed=40_000,
-                    horizon=args.horizon,
-                    stress=scenario,
-                    stress_severity=args.severity,
-                    compensation=comp,
+                    stress=StressConfig(scenario, args.severity),
+                    deploy=DeployConfig(
+                        executor=ExecutorConfig(horizon=args.horizon),
+                        compensation=CompensationConfig(enabled=comp),
+                    ),
                     out=f"outputs/bench_robostress/{name}_{'on' if comp else 'off'}",
                     videos=0,
                     progress=False,

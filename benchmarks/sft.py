@@ -28,6 +28,7 @@ from training.config import TrainConfig
 from training.loop import train
 from training.scripts.train import ConfigStore  # noqa: F401  (registers the train schema)
 from vla.hydra_utils import CONFIG_DIR
+from vla.runtime.config import DeployConfig, ExecutorConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -109,7 +110,7 @@ def main() -> None:
         episodes=args.eval_episodes,
         workers=2,
         seed=10_000,
-        horizon=args.horizon or tcfg.env.horizon or 10,
+        deploy=DeployConfig(executor=ExecutorConfig(horizon=args.horizon or tcfg.env.horizon or 10)),
         out=str(out / "eval"),
         videos=3,
         env=EnvConfig(task=args.task, image_size=tuple(tcfg.policy["image_size"])),

@@ -23,7 +23,8 @@ import sim  # noqa: F401
 from sim.evaluation import EvalConfig, evaluate
 from vla.checkpoint import read_config
 from vla.data.reader import iter_episodes
-from vla.runtime.upcycling import UPCYCLING_FILE, calibration_from_actions
+from vla.runtime.config import DeployConfig, ExecutorConfig
+from vla.runtime.upcycling import UPCYCLING_FILE, UpcyclingConfig, calibration_from_actions
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -101,11 +102,15 @@ def main() -> None:
                     episodes=args.episodes,
                     workers=2,
                     seed=args.seed,
-                    horizon=H0.get(task, 10),
-                    upcycling=up,
-                    upcycling_quantile=quantile[task] if up else None,
-                    upcycling_max=round(factor[task] * H0.get(task, 10)) if up else None,  # type: ignore[operator]
-                    upcycling_replan_tolerance=gate[task] if up else None,
+                    deploy=DeployConfig(
+                        executor=ExecutorConfig(horizon=H0.get(task, 10)),
+                        upcycling=UpcyclingConfig(
+                            enabled=up,
+                            quantile=quantile[task] if up else 0.95,
+                            max_horizon=round(factor[task] * H0.get(task, 10)) if up else None,
+                            replan_tolerance=gate[task] if up else None,
+                        ),
+                    ),
                     out=f"outputs/bench_upcycling/{task}_{name}_{args.seed}",
                     videos=0,
                     progress=False,

@@ -70,14 +70,9 @@ class TabletopEnv(gym.Env):
         self.dt = self.n_substeps * self.model.opt.timestep
         self.max_steps = cfg.max_steps or int(self.task.max_steps * cfg.control_hz / 10.0)
         self.metadata = {**self.metadata, "render_fps": cfg.control_hz}
-        lo = np.r_[
-            self.model.jnt_range[[self.model.joint(PANDA.prefix + j).id for j in PANDA.arm_joints]][:, 0],
-            PANDA.gripper_range[0],
-        ]
-        hi = np.r_[
-            self.model.jnt_range[[self.model.joint(PANDA.prefix + j).id for j in PANDA.arm_joints]][:, 1],
-            PANDA.gripper_range[1],
-        ]
+        # the Panda profile's joint limits and gripper range (= the MuJoCo joint and actuator ranges)
+        lo = np.r_[PANDA.joint_range[:, 0], min(PANDA.gripper_range)]
+        hi = np.r_[PANDA.joint_range[:, 1], max(PANDA.gripper_range)]
         self.action_space = gym.spaces.Box(lo.astype(np.float32), hi.astype(np.float32), dtype=np.float32)
         h, w = cfg.image_size
         spaces: dict[str, gym.Space] = {
@@ -101,6 +96,13 @@ class TabletopEnv(gym.Env):
     # ---- state -------------------------------------------------------------------------------------
     def joint_state(self) -> np.ndarray:  # [8]
         return np.r_[self.data.qpos[self._arm], self.data.qpos[self._finger]].astype(np.float32)
+
+    def joint_velocity(self) -> np.ndarray:  # [8]
+        """Arm joint velocities (rad/s) and the finger velocity (m/s)."""
+        if not hasattr(self, "_dofs"):  # qpos address -> joint -> dof address (hinge and slide joints)
+            joint_of = {int(a): j for j, a in enumerate(self.model.jnt_qposadr)}
+            self._dofs = [int(self.model.jnt_dofadr[joint_of[int(a)]]) for a in (*self._arm, self._finger)]
+        return self.data.qvel[self._dofs].astype(np.float64)
 
     def grip_pos(self) -> np.ndarray:  # [3]
         return self.data.site_xpos[self._grip].copy()

@@ -10,8 +10,9 @@ from tqdm import tqdm
 
 from sim.env import EnvConfig, TabletopEnv
 from vla.data.reader import iter_episodes, load_episode, read_episode_info
-from vla.data.schema import ACTION, image_key
-from vla.data.writer import load_spec
+from vla.data.schema import ACTION, SIDECAR_FILE, SPEC_FILE, EpisodeSpec, image_key
+from vla.errors import InputError
+from vla.video import write_video
 
 
 @dataclass
@@ -56,33 +57,20 @@ def contact_sheet(frames: dict[str, np.ndarray], n: int) -> np.ndarray:
     return np.concatenate(rows, axis=0)
 
 
-def write_video(path: Path, frames: dict[str, np.ndarray], fps: int) -> None:
-    import av  # PyAV ships with lerobot
-
-    stacked = np.concatenate(list(frames.values()), axis=2)  # cameras side by side: [T, H, sumW, 3]
-    h, w = stacked.shape[1:3]
-    h, w = h - h % 2, w - w % 2
-    with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264" if "libx264" in av.codecs_available else "mpeg4", rate=fps)
-        stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
-        for img in stacked:
-            for packet in stream.encode(
-                av.VideoFrame.from_ndarray(np.ascontiguousarray(img[:h, :w]), "rgb24")
-            ):
-                out.mux(packet)
-        for packet in stream.encode():
-            out.mux(packet)
-
-
 def replay(cfg: ReplayConfig) -> tuple[int, int]:
     """Replay episodes; returns (successes, episodes)."""
     root = Path(cfg.dataset)
     infos = read_episode_info(root)
-    spec = load_spec(root)
+    spec_path = root / SPEC_FILE  # read here: vla.data.writer's load_spec imports lerobot (seconds)
+    if not spec_path.is_file():
+        raise InputError(
+            f"{spec_path}: missing; replay needs a dataset written by vla-collect or vla-rollout"
+        )
+    spec = EpisodeSpec.from_json(spec_path.read_text())
     wanted = set(cfg.episodes) if cfg.episodes is not None else None
     infos = [i for i in infos if wanted is None or i.episode_index in wanted]
     if not infos:
-        raise ValueError(f"{root}: no episodes to replay")
+        raise InputError(f"{root}: no episodes to replay (episodes={cfg.episodes}); pick existing episodes")
     envs: dict[tuple, TabletopEnv] = {}
     ok = 0
     by_index = {i.episode_index: i for i in infos}
@@ -92,8 +80,9 @@ def replay(cfg: ReplayConfig) -> tuple[int, int]:
         extra = info.extra
         for k in ("task_name", "init_state"):
             if k not in extra:
-                raise KeyError(
-                    f"{root}: episode {info.episode_index} has no {k!r} in its metadata; cannot replay"
+                raise InputError(
+                    f"{root / SIDECAR_FILE}: episode {info.episode_index}: field 'extra.{k}' missing; "
+                    "only episodes recorded in sim can be replayed"
                 )
         key = (extra["task_name"], extra.get("control_hz", spec.fps))
         if key not in envs:

@@ -1,9 +1,12 @@
 """Policy rollouts in sim with simulated interventions, recorded as a LeRobotDataset v3 (``vla-rollout``).
 
-Per frame: the executed action, the policy's proposal (``complementary_info.policy_action``; it keeps
-proposing while the operator drives), ``complementary_info.is_intervention``, the reward and done flag;
-per episode: success, number of takeovers, seed and initial physics state (for replay). Episodes run
-in parallel worker processes through the shared runtime, as in ``vla-eval``.
+Each episode runs through :func:`vla.runtime.loop.run_episode` with the simulated operator as the
+teleoperator (takeover semantics: :class:`vla.runtime.takeover.Takeover`) and the intervention recorder
+(:class:`vla.runtime.subscribers.FrameRecorder`) as a subscriber. Per frame: the executed action, the
+policy's proposal (``complementary_info.policy_action``; it keeps proposing while the operator drives),
+``complementary_info.is_intervention``, the reward and done flag; per episode: success, number of
+takeovers, seed and initial physics state (for replay). The whole deployment stack applies (safety,
+self-compensation, async inference...), as on a robot. Episodes run in parallel worker processes.
 """
 
 from __future__ import annotations
@@ -12,35 +15,39 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 from tqdm import tqdm
 
-from sim.collect import episode_spec, make_frame
-from sim.evaluation import EpisodeRunner, EvalConfig, check_checkpoint, match_policy_images, run_episodes
+from sim.collect import episode_spec
+from sim.deploy import SimDeployConfig, SimDeployment, match_policy_images
+from sim.evaluation import check_checkpoint
 from sim.teleop import SimulatedTeleop, TeleopConfig
-from vla.data.schema import IS_INTERVENTION, POLICY_ACTION
+from sim.workers import run_episodes
+from vla.data.schema import IS_INTERVENTION
 from vla.data.writer import EpisodeWriter
+from vla.runtime.subscribers import FrameRecorder
 
 
 @dataclass
-class RolloutConfig(EvalConfig):
-    """``vla-rollout`` options: those of ``vla-eval`` plus the operator; ``out`` is the dataset folder."""
+class RolloutConfig(SimDeployConfig):
+    """``vla-rollout`` options: a deployed checkpoint plus the operator; ``out`` is the dataset folder."""
 
+    episodes: int = 10
+    workers: int = 2
+    out: str | None = None
     teleop: TeleopConfig = field(default_factory=TeleopConfig)
-    videos: int = 0
     resume: bool = False  # append to an existing dataset in ``out``
+    progress: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.out:
             raise ValueError("out=<dataset folder> is required")
-        # the rollout loop records the policy's proposals and the operator's commands as executed; it does
-        # not run the deployment layers between them (stress, upcycling and the executor options do apply)
-        for name in ("compensation", "safety"):
-            if getattr(self, name):
-                raise ValueError(
-                    f"vla-rollout: {name}={getattr(self, name)!r} is not supported (vla-eval only)"
-                )
+        if self.episodes < 1 or self.workers < 0:
+            raise ValueError(f"episodes={self.episodes} >= 1 and workers={self.workers} >= 0 required")
+        if self.teleop.device != "simulated" and self.workers != 0:
+            raise ValueError(
+                f"teleop.device={self.teleop.device}: a person operates in this process; set workers=0"
+            )
 
 
 @dataclass
@@ -56,60 +63,55 @@ class RolloutEpisode:
     init_state: list[float]
     triggers: list[str]
     wall_s: float
+    fault: str | None = None
 
 
-class RolloutRunner(EpisodeRunner):
-    """One worker's env + policy + executor, plus the simulated operator."""
+class RolloutWorker:
+    """One worker's deployment plus the simulated operator on the same env."""
 
     def __init__(self, cfg: RolloutConfig) -> None:
-        super().__init__(cfg)
-        self.teleop = SimulatedTeleop(self.env, cfg.teleop, seed=cfg.seed)
+        self.cfg = cfg
+        human = cfg.teleop.device != "simulated"
+        self.deployment = SimDeployment(cfg, realtime=human)  # a person needs the sim in real time
+        self.viewer = None
+        self.stop = None
+        if human:
+            from sim.teleop_devices import make_device_teleoperator, open_viewer
 
-    def run(self, index: int) -> RolloutEpisode:  # type: ignore[override]
-        cfg: RolloutConfig = self.cfg  # type: ignore[assignment]
-        seed = cfg.seed + index
+            t = cfg.teleop
+            options = {"port": t.port} if t.port else {}
+            self.teleop = make_device_teleoperator(
+                t.device, self.deployment.robot, delta_scale=t.delta_scale, **options
+            )
+            self.stop = self.teleop.terminate_requested
+            self.viewer = open_viewer(self.deployment.robot)
+        else:
+            self.teleop = SimulatedTeleop(self.deployment.robot.env, cfg.teleop, seed=cfg.seed)
+
+    def run(self, index: int) -> RolloutEpisode:
         t0 = time.perf_counter()
-        obs, _ = self.env.reset(seed=seed)
-        init_state = self.env.get_state()
-        self.teleop.reset(seed, init_state)
-        self.executor.reset()
-        self.runner.reseed(int(np.random.SeedSequence([seed, 1]).generate_state(1)[0]))
-        frames: list[dict] = []
-        calls, success, was_human, triggers = 0, False, False, []
-        while True:
-            proposal = self.executor.act(obs)
-            human = self.teleop.act()
-            if human is not None and not was_human:
-                triggers.append(self.teleop.last_trigger)
-            action = proposal if human is None else human
-            nobs, reward, terminated, truncated, info = self.env.step(action)
-            success = success or bool(info["success"])
-            end = terminated or truncated
-            frame = make_frame(obs, action, reward, end, self.env.cfg.cameras)
-            frame[POLICY_ACTION] = np.asarray(proposal, dtype=np.float32)
-            frame[IS_INTERVENTION] = np.array([human is not None])
-            frames.append(frame)
-            if human is not None and not self.teleop.in_control:  # handed back after this step
-                calls += self.executor.policy_calls
-                self.executor.reset()  # the policy replans from the state the operator left
-            was_human = human is not None
-            self.teleop.observe(success)
-            obs = nobs
-            if end:
-                break
+        recorder = FrameRecorder(self.cfg.env.cameras)
+        subscribers = [recorder] if self.viewer is None else [recorder, self.viewer]
+        r = self.deployment.run(index, subscribers, teleop=self.teleop, stop=self.stop)
+        robot = self.deployment.robot
+        assert robot.init_state is not None
         return RolloutEpisode(
             index=index,
-            seed=seed,
-            success=success,
-            takeovers=self.teleop.takeovers,
-            intervention_frames=sum(bool(f[IS_INTERVENTION][0]) for f in frames),
-            policy_calls=calls + self.executor.policy_calls,
-            frames=frames,
-            instruction=self.env.instruction,
-            init_state=init_state.tolist(),
-            triggers=triggers,
+            seed=self.cfg.seed + index,
+            success=bool(r.success),
+            takeovers=r.takeovers,
+            intervention_frames=sum(bool(f[IS_INTERVENTION][0]) for f in recorder.frames),
+            policy_calls=r.policy_calls,
+            frames=recorder.frames,
+            instruction=r.instruction,
+            init_state=robot.init_state.tolist(),
+            triggers=list(getattr(self.teleop, "triggers", [])) if self.cfg.teleop.enabled else [],
             wall_s=round(time.perf_counter() - t0, 3),
+            fault=r.fault,
         )
+
+    def close(self) -> None:
+        self.deployment.close()
 
 
 @dataclass
@@ -121,13 +123,14 @@ class RolloutSummary:
     episodes_with_takeover: int
     intervention_frames: int
     frames: int
+    holds: int = 0
 
     def table(self) -> str:
         return (
-            "| episodes | success | with takeover | takeovers | intervention frames |\n"
-            "|---|---|---|---|---|\n"
+            "| episodes | success | with takeover | takeovers | intervention frames | safety holds |\n"
+            "|---|---|---|---|---|---|\n"
             f"| {self.episodes} | {self.successes}/{self.episodes} | {self.episodes_with_takeover} "
-            f"| {self.takeovers} | {self.intervention_frames}/{self.frames} |"
+            f"| {self.takeovers} | {self.intervention_frames}/{self.frames} | {self.holds} |"
         )
 
 
@@ -149,13 +152,13 @@ def rollout(cfg: RolloutConfig) -> RolloutSummary:
     probe.close()
     writer = EpisodeWriter(root, spec, resume=root.exists() and any(root.iterdir()))
     pending: dict[int, RolloutEpisode] = {}
-    nxt, n_ok, n_take, n_with, n_int, n_frames = 0, 0, 0, 0, 0, 0
+    s = RolloutSummary(root, 0, 0, 0, 0, 0, 0)
     bar = tqdm(total=cfg.episodes, desc=f"rollout {cfg.task}", unit="ep", disable=not cfg.progress)
     try:
-        for ep in run_episodes(RolloutRunner, cfg, cfg.episodes, min(cfg.workers, cfg.episodes)):
+        for ep in run_episodes(RolloutWorker, cfg, cfg.episodes, min(cfg.workers, cfg.episodes)):
             pending[ep.index] = ep
-            while nxt in pending:  # write in index order
-                e = pending.pop(nxt)
+            while s.episodes in pending:  # write in index order
+                e = pending.pop(s.episodes)
                 for frame in e.frames:
                     writer.add_frame(frame)
                 writer.end_episode(
@@ -171,17 +174,19 @@ def rollout(cfg: RolloutConfig) -> RolloutSummary:
                         "takeovers": e.takeovers,
                         "triggers": e.triggers,
                         "policy_calls": e.policy_calls,
+                        "fault": e.fault,
                     },
                 )
-                n_ok += e.success
-                n_take += e.takeovers
-                n_with += e.takeovers > 0
-                n_int += e.intervention_frames
-                n_frames += len(e.frames)
-                nxt += 1
+                s.successes += e.success
+                s.takeovers += e.takeovers
+                s.episodes_with_takeover += e.takeovers > 0
+                s.intervention_frames += e.intervention_frames
+                s.frames += len(e.frames)
+                s.holds += e.fault is not None
+                s.episodes += 1
                 bar.update(1)
-                bar.set_postfix(success=f"{n_ok}/{nxt}", takeovers=n_take)
+                bar.set_postfix(success=f"{s.successes}/{s.episodes}", takeovers=s.takeovers)
     finally:
         bar.close()
         writer.close()
-    return RolloutSummary(root, nxt, n_ok, n_take, n_with, n_int, n_frames)
+    return s

@@ -9,6 +9,7 @@ from sim.evaluation import EvalConfig, evaluate
 from sim.rollout import RolloutConfig, rollout
 from sim.teleop import TeleopConfig
 from vla.evaluation import RUNNERS
+from vla.runtime.config import DeployConfig, ExecutorConfig
 
 
 @RUNNERS.register("sim")
@@ -28,6 +29,9 @@ class SimRunner:
         self.task, self.episodes, self.workers, self.horizon = task, episodes, workers, horizon
         self.seed, self.out, self.videos = seed, Path(out), videos
 
+    def _deploy(self) -> DeployConfig:
+        return DeployConfig(executor=ExecutorConfig(horizon=self.horizon))
+
     def run(self, checkpoint: Path, step: int) -> dict[str, float]:
         result = evaluate(
             EvalConfig(
@@ -36,7 +40,7 @@ class SimRunner:
                 episodes=self.episodes,
                 workers=self.workers,
                 seed=self.seed,
-                horizon=self.horizon,
+                deploy=self._deploy(),
                 out=str(self.out / f"step_{step:07d}"),
                 videos=self.videos,
                 progress=False,
@@ -61,7 +65,7 @@ class SimRunner:
                 episodes=episodes,
                 workers=self.workers,
                 seed=seed,
-                horizon=self.horizon,
+                deploy=self._deploy(),
                 out=str(out),
                 teleop=TeleopConfig(**teleop),
                 progress=True,

@@ -26,6 +26,7 @@ from training.ema import EMA
 from vla.batch import to_device
 from vla.checkpoint import (
     STATS_FILE,
+    TRAIN_STATE_DIR,
     load_stats,
     load_train_state,
     publish,
@@ -33,6 +34,8 @@ from vla.checkpoint import (
     save_train_state,
     staging_dir,
 )
+from vla.checks import check_checkpoint, check_dataset, read_safetensors_header
+from vla.errors import InputError, NonFiniteError
 from vla.evaluation import EnvRunner, make_runner
 from vla.policy import POLICIES, load_policy
 from vla.runtime.upcycling import UPCYCLING_FILE, calibration_from_actions
@@ -66,6 +69,24 @@ def env_runner(cfg: TrainConfig, out: Path) -> EnvRunner:
     )
 
 
+def check_inputs(cfg: TrainConfig) -> None:
+    """The cheap checks of every input (``data.roots``, ``init_from``) before any work or output folder.
+
+    Raises:
+        InputError: One line naming the file, the episode or field, and what to do.
+    """
+    for root in cfg.data.roots:
+        check_dataset(root)
+    if cfg.init_from:
+        check_checkpoint(cfg.init_from)
+
+
+def _first_non_finite(tensors: dict[str, torch.Tensor]) -> str | None:
+    return next(
+        (k for k, v in tensors.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())), None
+    )
+
+
 def _rng_state() -> dict[str, Any]:
     return {"torch": torch.get_rng_state(), "numpy": np.random.get_state()[1], "python": random.getstate()[1]}
 
@@ -78,6 +99,7 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 
 class Trainer:
     def __init__(self, cfg: TrainConfig) -> None:
+        check_inputs(cfg)  # before anything is read for real or written
         self.cfg = cfg
         torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
@@ -85,11 +107,7 @@ class Trainer:
         random.seed(cfg.seed)
         self.out = Path(cfg.out)
         self.last = self.out / "checkpoints" / "last"
-        state = load_train_state(self.last) if cfg.resume and self.last.exists() else None
-        if cfg.resume and self.last.exists() and state is None:
-            raise FileNotFoundError(
-                f"{self.last} has no train_state/: cannot resume (resume=false to restart)"
-            )
+        state = self._resume_state() if cfg.resume and self.last.exists() else None
         spec = dict(cfg.policy)
         if cfg.init_from:  # post-training: the base checkpoint's architecture and normalisation
             spec = read_config(cfg.init_from)
@@ -117,7 +135,7 @@ class Trainer:
         self.ema = EMA(self.policy, cfg.ema.decay) if cfg.ema.enabled else None
         self.data_gen = torch.Generator().manual_seed(cfg.seed)
         self.step = 0
-        self._saved_step = -1
+        self._saved_step = -1  # the step checkpoints/last holds (-1: not known to this run)
         if state is not None:
             self.policy.load_state_dict(state["policy"])
             self.algo.load_state_dict(state["algo"])
@@ -126,8 +144,24 @@ class Trainer:
             self.data_gen.set_state(state["data_generator"])
             _set_rng_state(state["rng"])
             self.step = int(state["step"])
+            self._saved_step = self.step
             print(f"resuming {self.last} at step {self.step}")
         self.runner: EnvRunner | None = env_runner(cfg, self.out) if cfg.env.runner else None
+
+    def _resume_state(self) -> dict[str, Any]:
+        """``checkpoints/last``'s train state, after the checks of the folder (an input like any other)."""
+        tensors = self.last / TRAIN_STATE_DIR / "tensors.safetensors"
+        try:
+            check_checkpoint(self.last)
+            read_safetensors_header(tensors)
+            try:
+                state = load_train_state(self.last)
+            except (OSError, ValueError, KeyError, TypeError) as exc:  # state.json missing or damaged
+                raise InputError(f"{tensors.parent / 'state.json'}: unreadable ({exc})") from exc
+        except InputError as exc:
+            raise InputError(f"{exc}; cannot resume (resume=false to restart, or another out=)") from exc
+        assert state is not None
+        return state
 
     def _calibrate_upcycling(self, control_hz: float | None) -> dict | None:
         """Execution-horizon upcycling thresholds from the demonstrations (not the policy's rollouts)."""
@@ -148,6 +182,11 @@ class Trainer:
         """Write ``checkpoints/last``: EMA weights as the model; raw weights and the rest in train_state."""
         if self._saved_step == self.step and self.last.exists():
             return self.last  # already written at this step (e.g. by the final evaluation)
+        shadow = self.ema.shadow if self.ema is not None else {}
+        for what, weights in (("weights", self.policy.state_dict()), ("EMA weights", shadow)):
+            bad = _first_non_finite(weights)
+            if bad is not None:  # never replace the last good checkpoint with a broken one
+                raise NonFiniteError(f"{what}: tensor '{bad}' holds NaN/inf")
         tmp = staging_dir(self.last)
         raw = self.ema.swap(self.policy) if self.ema is not None else None
         try:
@@ -185,6 +224,12 @@ class Trainer:
         return metrics
 
     def run(self) -> Path:
+        """Train to ``steps`` (or ``stop_after`` / the time budget), saving ``checkpoints/last``.
+
+        Raises:
+            NonFiniteError: A loss, gradient or weight went NaN/inf: no weight moved at that step and
+                nothing was saved, so ``checkpoints/last`` is the last good one; the message names both.
+        """
         from torch.utils.tensorboard import SummaryWriter
 
         cfg = self.cfg
@@ -202,37 +247,55 @@ class Trainer:
         self.last_metrics: dict[str, float] = {}
         deadline = time.perf_counter() + 60 * cfg.max_minutes if cfg.max_minutes else float("inf")
         out_of_time = False
-        while self.step < stop:
-            if time.perf_counter() > deadline:
-                tqdm.write(f"time budget of {cfg.max_minutes} min reached at step {self.step}")
-                out_of_time = True
-                break
-            self.policy.train()
-            batch = to_device(self.data.sample(cfg.batch_size, self.data_gen), cfg.device)
-            metrics = self.algo.update(batch)
-            if self.ema is not None:
-                self.ema.update(self.policy)
-            self.step += 1
-            smooth = metrics["loss"] if smooth is None else 0.95 * smooth + 0.05 * metrics["loss"]
-            bar.update(1)
-            bar.set_postfix(loss=f"{smooth:.4f}", lr=f"{metrics['lr']:.2e}")
-            if self.step % cfg.log_every == 0:
-                for k, v in metrics.items():
-                    writer.add_scalar(f"train/{k}", v, self.step)
-            evaluate_now = self.runner is not None and (
-                (cfg.env.every and self.step % cfg.env.every == 0) or self.step == cfg.steps
-            )
-            if evaluate_now:
+        doing = self.step  # the step being computed or saved, for the report of a non-finite stop
+        try:
+            while self.step < stop:
+                if time.perf_counter() > deadline:
+                    tqdm.write(f"time budget of {cfg.max_minutes} min reached at step {self.step}")
+                    out_of_time = True
+                    break
+                self.policy.train()
+                batch = to_device(self.data.sample(cfg.batch_size, self.data_gen), cfg.device)
+                doing = self.step + 1
+                metrics = self.algo.update(batch)  # raises before any weight moves on a NaN/inf
+                if self.ema is not None:
+                    self.ema.update(self.policy)
+                self.step += 1
+                smooth = metrics["loss"] if smooth is None else 0.95 * smooth + 0.05 * metrics["loss"]
+                bar.update(1)
+                bar.set_postfix(loss=f"{smooth:.4f}", lr=f"{metrics['lr']:.2e}")
+                if self.step % cfg.log_every == 0:
+                    for k, v in metrics.items():
+                        writer.add_scalar(f"train/{k}", v, self.step)
+                evaluate_now = self.runner is not None and (
+                    (cfg.env.every and self.step % cfg.env.every == 0) or self.step == cfg.steps
+                )
+                if evaluate_now:
+                    self.last_metrics = self.evaluate(writer)
+                elif self.step % cfg.save_every == 0 or self.step == stop:
+                    self.save()
+            bar.close()
+            if out_of_time and self.runner is not None:  # stopped by the budget: evaluate what we have
                 self.last_metrics = self.evaluate(writer)
-            elif self.step % cfg.save_every == 0 or self.step == stop:
+            else:
                 self.save()
-        bar.close()
-        if out_of_time and self.runner is not None:  # stopped by the budget: still evaluate what we have
-            self.last_metrics = self.evaluate(writer)
-        else:
-            self.save()
-        writer.close()
+        except NonFiniteError as exc:
+            raise self._stopped(doing, exc) from exc
+        finally:
+            bar.close()
+            writer.close()
         return self.last
+
+    def _stopped(self, step: int, exc: NonFiniteError) -> NonFiniteError:
+        """The one-line report of a run stopped by a non-finite loss, gradient or weight (nothing saved)."""
+        if self.last.exists():
+            at = f" (step {self._saved_step})" if self._saved_step >= 0 else ""
+            kept = f"the last good checkpoint {self.last}{at} is kept as it was"
+        else:
+            kept = f"no checkpoint was written ({self.last} does not exist)"
+        return NonFiniteError(
+            f"step {step}: {exc}; training stopped without saving: {kept}; lower optim.lr or check the data"
+        )
 
 
 def train(cfg: TrainConfig) -> Path:
@@ -241,5 +304,6 @@ def train(cfg: TrainConfig) -> Path:
     if cfg.loop.rounds > 0:
         from training.closed_loop import closed_loop
 
+        check_inputs(cfg)  # each round's Trainer checks its inputs again, the new rollouts included
         return closed_loop(cfg)
     return Trainer(cfg).run()

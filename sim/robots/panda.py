@@ -10,6 +10,10 @@ are 37 MB and render ~6x slower on a CPU). We draw the collision meshes as the v
 Changes made in code (robosuite does these in its own controller/base files): radians, position
 actuators with gravity compensation (the shipped arm has torque motors), one gripper actuator with the
 fingers coupled by an equality, and faster fingers.
+
+One source of truth: joint names, joint ranges (and so the actuator ranges and the env's action space),
+the gripper range and the start pose come from the hardware profile (``hardware.profiles.panda``); only the
+sim-only facts (MuJoCo names, gains, force limits) live here.
 """
 
 from __future__ import annotations
@@ -22,43 +26,74 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from hardware.profiles.panda import PANDA as PANDA_PROFILE
+from vla.robot import RobotProfile
+
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
-ARM_JOINTS = tuple(f"joint{i}" for i in range(1, 8))
 FINGER_JOINTS = ("finger_joint1", "finger_joint2")
 
 
 @dataclass(frozen=True)
 class RobotInfo:
-    """What the env and the expert need to know about an arm (mirrors a hardware profile)."""
+    """The MuJoCo model of an arm: its hardware ``profile`` (joint names and limits, gripper, start pose) plus
+    the sim-only facts (name prefix, sites, position-actuator gains and force limits)."""
 
-    name: str
+    profile: RobotProfile
     prefix: str
-    arm_joints: tuple[str, ...]
     finger_joints: tuple[str, ...]
-    gripper_range: tuple[float, float]  # finger joint position: closed, open (m)
-    home: tuple[float, ...]
     grip_site: str
     wrist_camera: str
     kp: tuple[float, ...] = (4500, 4500, 3500, 3500, 2000, 2000, 2000)
     force_limit: tuple[float, ...] = (87, 87, 87, 87, 12, 12, 12)
     arm_bodies: tuple[str, ...] = field(default=tuple(f"link{i}" for i in range(1, 8)))
 
+    def __post_init__(self) -> None:
+        if self.profile.gripper is None:
+            raise ValueError(
+                f"sim arm {self.profile.name!r}: the profile needs a gripper (the sim has fingers)"
+            )
+        n = self.profile.arm_dim
+        if len(self.kp) != n or len(self.force_limit) != n:
+            raise ValueError(
+                f"sim arm {self.profile.name!r}: kp and force_limit need {n} values (one per joint)"
+            )
+
     def joint(self, name: str) -> str:
         return self.prefix + name
 
     @property
+    def name(self) -> str:
+        return self.profile.name
+
+    @property
+    def arm_joints(self) -> tuple[str, ...]:
+        return self.profile.joints
+
+    @property
+    def joint_range(self) -> np.ndarray:  # [J, 2] rad
+        return np.stack([self.profile.limits.lower, self.profile.limits.upper], axis=1)
+
+    @property
+    def gripper_range(self) -> tuple[float, float]:
+        """Finger joint position: closed, open (m)."""
+        g = self.profile.gripper
+        assert g is not None
+        return (g.closed, g.open)
+
+    @property
+    def home(self) -> tuple[float, ...]:
+        return self.profile.home
+
+    @property
     def action_dim(self) -> int:
-        return len(self.arm_joints) + 1
+        return self.profile.action_dim
 
 
 PANDA = RobotInfo(
-    name="panda",
+    profile=PANDA_PROFILE,
     prefix="robot/",
-    arm_joints=ARM_JOINTS,
     finger_joints=FINGER_JOINTS,
-    gripper_range=(0.0, 0.04),
-    home=(0.0, 0.1, 0.0, -2.2, 0.0, 2.3, 0.785),
     grip_site="grip_site",
     wrist_camera="eye_in_hand",
 )
@@ -196,13 +231,19 @@ def attach_panda(world: mujoco.MjSpec, pos=(0.0, 0.0, 0.0), robot: RobotInfo = P
         world.body(p + b).gravcomp = 1.0
     for b in ("right_gripper", "leftfinger", "rightfinger", "eef", "finger_joint1_tip", "finger_joint2_tip"):
         world.body(p + "gripper/" + b).gravcomp = 1.0
-    for name, kp, flim in zip(robot.arm_joints, robot.kp, robot.force_limit, strict=True):
+    # joint and actuator ranges from the profile (robosuite's and Menagerie's XML ranges already equal the
+    # FCI limits; setting them here keeps the profile the one source)
+    for name, kp, flim, rng in zip(
+        robot.arm_joints, robot.kp, robot.force_limit, robot.joint_range, strict=True
+    ):
         j = world.joint(p + name)
+        j.range = list(rng)
+        j.limited = mujoco.mjtLimited.mjLIMITED_TRUE
         j.armature = 0.1
         set_damping(j, 5.0)
         act = world.add_actuator(name=p + "act_" + name, target=p + name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
         act.set_to_position(kp=kp, kv=0.1 * kp)
-        act.ctrlrange = world.joint(p + name).range
+        act.ctrlrange = list(rng)
         act.ctrllimited = 1
         act.forcerange = [-flim, flim]
         act.forcelimited = 1
@@ -211,7 +252,7 @@ def attach_panda(world: mujoco.MjSpec, pos=(0.0, 0.0, 0.0), robot: RobotInfo = P
     eq.data[:5] = [0.0, -1.0, 0.0, 0.0, 0.0]
     g = world.add_actuator(name=p + "act_gripper", target=f1, trntype=mujoco.mjtTrn.mjTRN_JOINT)
     g.set_to_position(kp=300.0, kv=20.0)
-    g.ctrlrange = list(robot.gripper_range)
+    g.ctrlrange = sorted(robot.gripper_range)
     g.ctrllimited = 1
     g.forcerange = [-30.0, 30.0]
     g.forcelimited = 1

@@ -2,12 +2,15 @@
 ``vla-replay dataset=<dir> critic=<critic folder>``: value and advantage along the episodes (PNG)."""
 
 import importlib
+from pathlib import Path
 
 import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from sim.replay import ReplayConfig, replay
+from vla.checks import check_dataset
+from vla.errors import InputError, exit_on_refusal
 from vla.hydra_utils import CONFIG_DIR
 
 ConfigStore.instance().store(name="replay_schema", node=ReplayConfig)
@@ -16,12 +19,16 @@ ConfigStore.instance().store(name="replay_schema", node=ReplayConfig)
 @hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="replay")
 def _run(cfg: DictConfig) -> None:
     c: ReplayConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-    if c.critic:  # offline, through the critic (the module is named in config, like env runners)
-        module = importlib.import_module(c.critic_module)
-        path = module.replay_through_critic(c.dataset, c.critic, c.plot, c.plot_episodes)
-        print(f"credit plot: {path}")
-        return
-    k, n = replay(c)
+    with exit_on_refusal():  # a refused input: one line on stderr, status 2, nothing written
+        check_dataset(c.dataset)
+        if c.critic and not Path(c.critic).is_dir():
+            raise InputError(f"{c.critic}: critic folder not found; pass critic=<post-training out>/critic")
+        if c.critic:  # offline, through the critic (the module is named in config, like env runners)
+            module = importlib.import_module(c.critic_module)
+            path = module.replay_through_critic(c.dataset, c.critic, c.plot, c.plot_episodes)
+            print(f"credit plot: {path}")
+            return
+        k, n = replay(c)
     print(f"replay success: {k}/{n}")
 
 

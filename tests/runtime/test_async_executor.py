@@ -5,8 +5,9 @@ import time
 import numpy as np
 import pytest
 
+from vla.robot import JointLimits, Observation, RobotProfile
 from vla.runtime.async_executor import AsyncChunkExecutor
-from vla.runtime.safety import JointLimits, SafetyConfig, SafetyLayer
+from vla.runtime.safety import SafetyConfig, SafetyLayer
 from vla.runtime.upcycling import UpcyclingConfig, upcycled_horizon
 
 H = 10
@@ -81,12 +82,14 @@ def test_worker_crash_ends_in_a_hold():
 
     ex = AsyncChunkExecutor(crashing, horizon=5, chunk_size=H, dt=0.1, simulated_delay=None)
     limits = JointLimits([-1, -1], [1, 1], [10, 10], [1000, 1000])
-    safety = SafetyLayer(limits, SafetyConfig(), dt=0.1)
+    profile = RobotProfile("toy", ("a", "b"), limits, gripper=None, control_hz=10.0)
+    safety = SafetyLayer(profile, SafetyConfig(mode="hold"))
     q = np.array([0.3, 0.3])
-    safety.reset(q)
+    safety.reset(Observation(q, 0.0))
     outs = []
     for t in range(30):
-        outs.append(safety.step(lambda t=t: ex.act(t), q, obs_time=t * 0.1, now=t * 0.1))
+        obs = Observation(q, joint_stamp=t * 0.1)
+        outs.append(safety.step(lambda t=t: (ex.act(t), ex.chunk_started), obs, now=t * 0.1))
         time.sleep(0.005)
         if safety.holding:
             break

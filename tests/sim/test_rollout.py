@@ -17,6 +17,8 @@ from sim.tasks.base import OPEN
 from sim.teleop import SimulatedTeleop, TeleopConfig
 from vla.data.reader import load_episode, read_episode_info
 from vla.data.schema import ACTION, IS_INTERVENTION, POLICY_ACTION
+from vla.runtime.config import DeployConfig, ExecutorConfig
+from vla.runtime.safety import SafetyConfig
 
 RUNTIME_TESTS = Path(__file__).resolve().parents[1] / "runtime"
 sys.path.insert(0, str(RUNTIME_TESTS))
@@ -32,8 +34,9 @@ def home_ckpt(tmp_path_factory):
     return path
 
 
-def _cfg(ckpt, out, **kw) -> RolloutConfig:
-    kw = {"task": "reach", "episodes": 3, "workers": 0, "horizon": 5, **kw}
+def _cfg(ckpt, out, safety="off", **kw) -> RolloutConfig:
+    kw = {"task": "reach", "episodes": 3, "workers": 0, **kw}
+    kw["deploy"] = DeployConfig(executor=ExecutorConfig(horizon=5), safety=SafetyConfig(mode=safety))
     return RolloutConfig(
         checkpoint=str(ckpt),
         out=str(out),
@@ -73,15 +76,14 @@ def test_leaving_the_tube_triggers_after_the_reaction_delay():
     env = TabletopEnv(EnvConfig(task="reach", render=False))
     env.reset(seed=3)
     teleop = SimulatedTeleop(env, TeleopConfig(tube=0.05, stall_steps=100, delay=2, length=3))
-    teleop.reset(3, env.get_state())
+    teleop.reset_episode(3, env.get_state())
     far = np.r_[PANDA.home, OPEN].astype(np.float32)
     far[0] += 1.2  # swing the base joint: the gripper leaves the expert's path
     acted = []
     for _ in range(20):
-        human = teleop.act()
-        acted.append(human is not None)
-        env.step(far if human is None else human)
-        teleop.observe(False)
+        engaged = teleop.engaged()
+        acted.append(engaged)
+        env.step(teleop.action() if engaged else far)
     first = acted.index(True)
     assert "tube" in teleop.last_trigger
     assert acted[first : first + 3] == [True] * 3 and not acted[first + 3]  # hands back after `length`
@@ -134,8 +136,18 @@ def test_vla_rollout_cli(home_ckpt, tmp_path):
     assert len(read_episode_info(tmp_path / "ds")) == 2
 
 
-def test_deployment_layers_the_rollout_loop_does_not_run_are_refused(home_ckpt, tmp_path):
-    with pytest.raises(ValueError, match="compensation=True is not supported"):
-        _cfg(home_ckpt, tmp_path / "a", compensation=True)
-    with pytest.raises(ValueError, match="safety='hold' is not supported"):
-        _cfg(home_ckpt, tmp_path / "b", safety="hold")
+def test_the_rollout_runs_the_whole_deployment_stack(home_ckpt, tmp_path):
+    """Rollouts share the evaluation's loop: the safety layer runs on the operator's commands too, and the
+    expert operator's takeovers pass it (no hold) and still reach the ball."""
+    teleop = TeleopConfig(stall_steps=5, delay=2, length=60)
+    s = rollout(_cfg(home_ckpt, tmp_path / "ds", episodes=2, teleop=teleop, safety="hold"))
+    assert s.holds == 0 and s.successes == 2 and s.takeovers >= 2
+    assert [i.extra["fault"] for i in read_episode_info(tmp_path / "ds")] == [None, None]
+
+
+def test_a_person_operates_in_this_process(home_ckpt, tmp_path):
+    """teleop.device=<LeRobot device>: the loop runs in real time in this process (workers=0)."""
+    with pytest.raises(ValueError, match="set workers=0"):
+        _cfg(home_ckpt, tmp_path / "a", workers=2, teleop=TeleopConfig(device="gamepad"))
+    with pytest.raises(ValueError, match=r"teleop\.device='joystick'"):
+        TeleopConfig(device="joystick")

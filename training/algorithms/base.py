@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from vla.batch import Batch
+from vla.errors import NonFiniteError
 from vla.registry import Registry
 
 
@@ -104,9 +105,20 @@ class GradientAlgorithm:
         self.generator = torch.Generator().manual_seed(seed)  # noise / flow time / indicator dropout
 
     def step(self, loss: Tensor) -> dict[str, float]:
+        """One optimiser step on ``loss``.
+
+        Raises:
+            NonFiniteError: The loss (before ``backward``) or the gradient norm (before the optimiser
+                step) is NaN/inf; no weight, optimiser moment or schedule has moved.
+        """
+        if not bool(torch.isfinite(loss.detach()).all()):
+            raise NonFiniteError(f"the loss is {float(loss.detach())}")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.optim.grad_clip)
+        if not bool(torch.isfinite(norm)):
+            self.optimizer.zero_grad(set_to_none=True)
+            raise NonFiniteError(f"the gradient norm is {float(norm)} (loss {float(loss.detach()):.4g})")
         self.optimizer.step()
         self.scheduler.step()
         return {"loss": float(loss.detach()), "grad_norm": float(norm), "lr": self.scheduler.get_last_lr()[0]}

@@ -25,9 +25,11 @@ from policies.flow_matching.encoders import CNNEncoder
 from training.critics.targets import RewardConfig
 from training.data import ChunkDataset
 from vla.batch import IMAGE_PREFIX, STATE, Batch
+from vla.errors import NonFiniteError
 from vla.registry import Registry
 
 CRITIC_FILE = "critic.safetensors"
+_FIX = "critic fitting stopped, nothing saved: lower critic.lr or check the data's rewards"
 CRITIC_CONFIG = "critic.yaml"
 
 
@@ -179,12 +181,16 @@ class Critic(nn.Module):
         history: list[float] = []
         bar = tqdm(range(cfg.steps), desc=f"critic {self.name}", disable=not self.progress, unit="step")
         self.train()
-        for _ in bar:
+        for i in bar:
             pick = torch.randint(len(self.train_frames), (cfg.batch_size,), generator=self.generator)
             loss = self.loss(self.train_frames[pick]).mean()
+            if not bool(torch.isfinite(loss.detach())):
+                raise NonFiniteError(f"critic {self.name}: step {i + 1}: the loss is {loss.item()}; {_FIX}")
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 10.0)  # a fixed safety clip: critics see raw returns
+            norm = torch.nn.utils.clip_grad_norm_(params, 10.0)  # a fixed safety clip: raw returns
+            if not bool(torch.isfinite(norm)):
+                raise NonFiniteError(f"critic {self.name}: step {i + 1}: the gradient norm is {norm}; {_FIX}")
             opt.step()
             self.after_step()
             history.append(loss.item())

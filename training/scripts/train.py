@@ -6,6 +6,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from training.config import TrainConfig
 from training.loop import train
+from vla.errors import exit_on_refusal
 from vla.hydra_utils import CONFIG_DIR
 
 ConfigStore.instance().store(name="train_schema", node=TrainConfig)
@@ -14,7 +15,8 @@ ConfigStore.instance().store(name="train_schema", node=TrainConfig)
 @hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="train")
 def _run(cfg: DictConfig) -> None:
     c: TrainConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-    last = train(c)
+    with exit_on_refusal():  # a refused input (2) or a non-finite loss (1): one line on stderr
+        last = train(c)  # checks data.roots and init_from before any work or output folder
     print(f"checkpoint: {last}")
 
 

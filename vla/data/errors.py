@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from vla.errors import InputError
 
-class DatasetError(ValueError):
+
+class DatasetError(InputError):
     """A dataset on disk is invalid; the message names the file, the episode and the field."""

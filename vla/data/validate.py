@@ -18,7 +18,13 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 from vla.data.errors import DatasetError
-from vla.data.layout import chunk_file_of, data_files, episode_meta_files, fixed_list_to_numpy
+from vla.data.layout import (
+    chunk_file_of,
+    data_file_path,
+    data_files,
+    episode_meta_files,
+    fixed_list_to_numpy,
+)
 from vla.data.schema import (
     ACTION,
     DONE,
@@ -69,6 +75,31 @@ def _load_json(path: Path) -> Any:
         raise DatasetError(f"{path}: not valid JSON ({e})") from e
 
 
+def _load_info(info_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``meta/info.json`` and its ``features``, with the fields the readers rely on present."""
+    info = _load_json(info_path)
+    if not isinstance(info, dict) or not isinstance(info.get("features"), dict):
+        raise DatasetError(f"{info_path}: field 'features' missing or not an object")
+    for key in ("fps", "data_path"):
+        if key not in info:
+            raise DatasetError(f"{info_path}: field '{key}' missing")
+    bad = sorted(k for k, ft in info["features"].items() if not isinstance(ft, dict) or "dtype" not in ft)
+    if bad:
+        raise DatasetError(f"{info_path}: feature '{bad[0]}' has no 'dtype'")
+    return info, info["features"]
+
+
+def _load_spec(root: Path) -> EpisodeSpec | None:
+    """The schema stored with the dataset (``meta/vla_spec.json``), if any."""
+    path = root / SPEC_FILE
+    if not path.exists():
+        return None
+    try:
+        return EpisodeSpec.from_json(path.read_text())
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise DatasetError(f"{path}: not a valid episode spec ({type(e).__name__}: {e})") from e
+
+
 def _check_features(info_path: Path, features: dict[str, Any], spec: EpisodeSpec | None) -> None:
     expected: dict[str, Any]
     if spec is not None:
@@ -102,20 +133,28 @@ def _check_features(info_path: Path, features: dict[str, Any], spec: EpisodeSpec
         )
 
 
-def _episode_rows(root: Path) -> list[dict[str, Any]]:
+def _episode_rows(root: Path, *, skip_unreadable: bool = False) -> list[dict[str, Any]]:
+    """lerobot's episode table without its (large) ``stats/`` columns; ``skip_unreadable``: leave out a file
+    an interrupted writer never closed (its episode is uncommitted) instead of refusing it."""
     rows: list[dict[str, Any]] = []
     for path in episode_meta_files(root):
-        try:
-            table = pq.read_table(path)
-        except (OSError, pa.ArrowInvalid) as e:
+        try:  # one footer parse per file (the stats columns make it the costly part)
+            with pq.ParquetFile(path) as pf:
+                table = pf.read(columns=[c for c in pf.schema_arrow.names if not c.startswith("stats/")])
+        except (OSError, pa.ArrowException) as e:
+            if skip_unreadable:
+                continue
             raise DatasetError(f"{path}: unreadable episode metadata ({e})") from e
-        table = table.select([c for c in table.column_names if not c.startswith("stats/")])
         rows.extend(table.to_pylist())
+    for row in rows:
+        for fld in ("episode_index", "length", "data/chunk_index", "data/file_index"):
+            if row.get(fld) is None:
+                raise DatasetError(f"{root / 'meta/episodes'}: an episode row has no field '{fld}'")
     rows.sort(key=lambda r: int(r["episode_index"]))
     return rows
 
 
-def _check_episode_indices(root: Path, rows: list[dict[str, Any]], total: int) -> None:
+def _check_episode_indices(root: Path, rows: list[dict[str, Any]], total: int | None) -> None:
     where = root / "meta/episodes"
     indices = [int(r["episode_index"]) for r in rows]
     if len(set(indices)) != len(indices):
@@ -124,18 +163,18 @@ def _check_episode_indices(root: Path, rows: list[dict[str, Any]], total: int) -
     missing = sorted(set(range(max(indices, default=-1) + 1)) - set(indices))
     if missing:
         raise DatasetError(f"{where}: episode index gap: episode(s) {missing} missing (found {indices})")
-    if len(indices) != total:
+    if total is not None and len(indices) != total:
         raise DatasetError(
             f"{root / 'meta/info.json'}: total_episodes={total} but {len(indices)} episodes found"
         )
 
 
-def _check_sidecar(root: Path, rows: list[dict[str, Any]]) -> None:
+def _check_sidecar(root: Path, rows: list[dict[str, Any]], *, torn_ok: bool = False) -> None:
     path = root / SIDECAR_FILE
     if not path.exists():
         raise DatasetError(f"{path}: missing (episode metadata sidecar)")
     records, _, torn = read_sidecar_raw(root)
-    if torn:
+    if torn and not torn_ok:
         raise DatasetError(f"{path}: torn trailing line after episode {len(records) - 1} (unrepaired crash?)")
     lengths = {int(r["episode_index"]): int(r["length"]) for r in rows}
     seen: set[int] = set()
@@ -166,16 +205,98 @@ def _check_sidecar(root: Path, rows: list[dict[str, Any]]) -> None:
         )
 
 
+def _check_columns(path: Path, names: list[str], features: dict[str, Any]) -> None:
+    """Every feature info.json declares (videos aside) is a column of the data file."""
+    for key, ft in features.items():
+        if ft.get("dtype") != "video" and key not in names:
+            raise DatasetError(f"{path}: field '{key}' declared in info.json but absent from the data")
+
+
+def _check_finite(
+    path: Path, key: str, values: np.ndarray, ep_col: np.ndarray, frame_idx: np.ndarray
+) -> None:
+    """``values`` [N, D] of a :data:`FINITE_KEYS` column hold no NaN/inf."""
+    finite = np.isfinite(values.astype(np.float64)).all(axis=1)
+    if not finite.all():
+        r = int(np.flatnonzero(~finite)[0])
+        raise DatasetError(
+            f"{path}: episode {int(ep_col[r])}: field '{key}' has NaN/inf at frame {int(frame_idx[r])}"
+        )
+
+
+def _check_frames(
+    path: Path,
+    ep_col: np.ndarray,
+    frame_idx: np.ndarray,
+    timestamps: np.ndarray,
+    fps: int,
+    rows_by_ep: dict[int, dict[str, Any]],
+    seen: set[int],
+) -> None:
+    """Each episode in the file has exactly its metadata length of rows, frame_index 0..L-1 and timestamps
+    frame_index / fps; the episodes found are added to ``seen``."""
+    for ep in np.unique(ep_col):
+        sel = ep_col == ep
+        ep = int(ep)
+        if ep not in rows_by_ep:
+            raise DatasetError(f"{path}: episode {ep}: frames present but episode not in lerobot's metadata")
+        seen.add(ep)
+        length = int(rows_by_ep[ep]["length"])
+        fi = frame_idx[sel]
+        if len(fi) != length:
+            raise DatasetError(f"{path}: episode {ep}: {len(fi)} frames but metadata length {length}")
+        if not np.array_equal(np.sort(fi), np.arange(length)):
+            raise DatasetError(f"{path}: episode {ep}: field 'frame_index' is not 0..{length - 1}")
+        order = np.argsort(fi)
+        if not np.allclose(timestamps[sel][order], np.arange(length) / fps, atol=1e-4):
+            raise DatasetError(f"{path}: episode {ep}: field 'timestamp' is not frame_index / fps ({fps})")
+
+
+def _check_every_episode_has_frames(
+    root: Path, info: dict[str, Any], rows_by_ep: dict[int, dict[str, Any]], seen: set[int]
+) -> None:
+    """An episode of the metadata whose rows are all gone from its data file (the per-file check cannot
+    see an episode that is absent)."""
+    for ep in sorted(set(rows_by_ep) - seen):
+        row = rows_by_ep[ep]
+        if int(row["length"]) == 0:
+            continue
+        path = data_file_path(root, info["data_path"], row)
+        raise DatasetError(f"{path}: episode {ep}: 0 frames but metadata length {int(row['length'])}")
+
+
+def _check_referenced_files(
+    root: Path, info: dict[str, Any], features: dict[str, Any], rows_by_ep: dict[int, dict[str, Any]]
+) -> None:
+    """Every data and video file an episode row points at exists."""
+    missing: dict[Path, list[int]] = {}
+    for ep, r in rows_by_ep.items():
+        path = data_file_path(root, info["data_path"], r)
+        if not path.exists():
+            missing.setdefault(path, []).append(ep)
+    for path, eps in sorted(missing.items()):
+        raise DatasetError(f"{path}: missing data file of episode(s) {eps}")
+    for key, ft in features.items():
+        if ft.get("dtype") != "video":
+            continue
+        for ep, r in rows_by_ep.items():
+            vpath = root / info["video_path"].format(
+                video_key=key,
+                chunk_index=int(r[f"videos/{key}/chunk_index"]),
+                file_index=int(r[f"videos/{key}/file_index"]),
+            )
+            if not vpath.exists():
+                raise DatasetError(f"{vpath}: episode {ep}: field '{key}': video file missing")
+
+
 def _check_data_file(
-    path: Path, features: dict[str, Any], fps: int, rows_by_ep: dict[int, dict[str, Any]]
+    path: Path, features: dict[str, Any], fps: int, rows_by_ep: dict[int, dict[str, Any]], seen: set[int]
 ) -> int:
     try:
         table = pq.read_table(path)
-    except (OSError, pa.ArrowInvalid) as e:
+    except (OSError, pa.ArrowException) as e:
         raise DatasetError(f"{path}: unreadable data file ({e})") from e
-    for key, ft in features.items():
-        if ft["dtype"] != "video" and key not in table.column_names:
-            raise DatasetError(f"{path}: field '{key}' declared in info.json but absent from the data")
+    _check_columns(path, table.column_names, features)
     ep_col = table.column("episode_index").to_numpy()
     frame_idx = table.column("frame_index").to_numpy()
     for key, ft in features.items():
@@ -190,15 +311,9 @@ def _check_data_file(
                 f"{path}: episode {bad}: field '{key}' has actual shape {values.shape[1:]}, declared {shape}"
             )
         if key in FINITE_KEYS:
-            finite = np.isfinite(values.astype(np.float64)).all(axis=1)
-            if not finite.all():
-                r = int(np.flatnonzero(~finite)[0])
-                raise DatasetError(
-                    f"{path}: episode {int(ep_col[r])}: field '{key}' has NaN/inf "
-                    f"at frame {int(frame_idx[r])}"
-                )
+            _check_finite(path, key, values, ep_col, frame_idx)
     for key, ft in features.items():
-        if ft["dtype"] == "image":
+        if ft["dtype"] == "image" and len(table):
             first = table.column(key)[0].as_py()
             img = np.asarray(Image.open(io.BytesIO(first["bytes"])).convert("RGB"))
             if img.shape != tuple(ft["shape"]):
@@ -207,20 +322,7 @@ def _check_data_file(
                     f"declared {tuple(ft['shape'])}"
                 )
     timestamps = table.column("timestamp").to_numpy()
-    for ep in np.unique(ep_col):
-        sel = ep_col == ep
-        ep = int(ep)
-        if ep not in rows_by_ep:
-            raise DatasetError(f"{path}: episode {ep}: frames present but episode not in lerobot's metadata")
-        length = int(rows_by_ep[ep]["length"])
-        fi = frame_idx[sel]
-        if len(fi) != length:
-            raise DatasetError(f"{path}: episode {ep}: {len(fi)} frames but metadata length {length}")
-        if not np.array_equal(np.sort(fi), np.arange(length)):
-            raise DatasetError(f"{path}: episode {ep}: field 'frame_index' is not 0..{length - 1}")
-        order = np.argsort(fi)
-        if not np.allclose(timestamps[sel][order], np.arange(length) / fps, atol=1e-4):
-            raise DatasetError(f"{path}: episode {ep}: field 'timestamp' is not frame_index / fps ({fps})")
+    _check_frames(path, ep_col, frame_idx, timestamps, fps, rows_by_ep, seen)
     return len(table)
 
 
@@ -230,8 +332,9 @@ def validate_dataset(root: str | Path, spec: EpisodeSpec | None = None) -> Valid
     Checks: info.json declares every feature of the spec (the stored ``meta/vla_spec.json`` if ``spec``
     is None) with the right dtype/shape; episode indices are 0..N-1 without gaps and agree with
     info.json, the data files and the sidecar; every sidecar record has a valid ``source`` and a bool
-    ``success``; actual column shapes match; state/action/policy_action/reward are finite;
-    frame_index/timestamp are consistent; referenced video files exist.
+    ``success``; actual column shapes match; state/action/policy_action/reward are finite; every episode
+    has exactly its metadata length of rows; frame_index/timestamp are consistent; referenced data and
+    video files exist. The cheap subset runs at every load: :func:`vla.checks.check_dataset`.
 
     Args:
         root: Dataset root.
@@ -245,10 +348,9 @@ def validate_dataset(root: str | Path, spec: EpisodeSpec | None = None) -> Valid
     """
     root = Path(root)
     info_path = root / "meta/info.json"
-    info = _load_json(info_path)
-    features: dict[str, Any] = info.get("features", {})
-    if spec is None and (root / SPEC_FILE).exists():
-        spec = EpisodeSpec.from_json((root / SPEC_FILE).read_text())
+    info, features = _load_info(info_path)
+    if spec is None:
+        spec = _load_spec(root)
     _check_features(info_path, features, spec)
     rows = _episode_rows(root)
     _check_episode_indices(root, rows, int(info.get("total_episodes", -1)))
@@ -256,30 +358,17 @@ def validate_dataset(root: str | Path, spec: EpisodeSpec | None = None) -> Valid
     rows_by_ep = {int(r["episode_index"]): r for r in rows}
     referenced = {(int(r["data/chunk_index"]), int(r["data/file_index"])) for r in rows}
     num_frames = 0
+    seen: set[int] = set()
     for path in data_files(root):
         if chunk_file_of(path) not in referenced:
             raise DatasetError(f"{path}: data file not referenced by any episode")
-        num_frames += _check_data_file(path, features, int(info["fps"]), rows_by_ep)
-    for ref in sorted(referenced):
-        path = root / info["data_path"].format(chunk_index=ref[0], file_index=ref[1])
-        if not path.exists():
-            eps = [e for e, r in rows_by_ep.items() if (r["data/chunk_index"], r["data/file_index"]) == ref]
-            raise DatasetError(f"{path}: missing data file of episode(s) {eps}")
+        num_frames += _check_data_file(path, features, int(info["fps"]), rows_by_ep, seen)
+    _check_referenced_files(root, info, features, rows_by_ep)
+    _check_every_episode_has_frames(root, info, rows_by_ep, seen)
     if num_frames != int(info.get("total_frames", -1)):
         raise DatasetError(
             f"{info_path}: total_frames={info.get('total_frames')} but data holds {num_frames}"
         )
-    for key, ft in features.items():
-        if ft["dtype"] != "video":
-            continue
-        for ep, r in rows_by_ep.items():
-            vpath = root / info["video_path"].format(
-                video_key=key,
-                chunk_index=int(r[f"videos/{key}/chunk_index"]),
-                file_index=int(r[f"videos/{key}/file_index"]),
-            )
-            if not vpath.exists():
-                raise DatasetError(f"{vpath}: episode {ep}: field '{key}': video file missing")
     warnings = []
     if any(p.is_file() for p in (root / "images").rglob("*")):
         warnings.append("images/ staging directory present (an unfinished episode; resume repairs it)")

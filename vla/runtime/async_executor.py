@@ -36,6 +36,7 @@ class AsyncChunkExecutor(ChunkExecutor):
         dt: float,
         simulated_delay: int | None = None,
         rtc: bool = False,
+        rtc_prefix: int | None = None,
         upcycle=None,
     ) -> None:
         if simulated_delay is not None and not 0 <= simulated_delay < chunk_size:
@@ -43,6 +44,7 @@ class AsyncChunkExecutor(ChunkExecutor):
         self.dt = dt
         self.simulated_delay = simulated_delay
         self.rtc = rtc
+        self.rtc_prefix = rtc_prefix  # actions of the old chunk's tail the new chunk inpaints (None: all)
         self._pool = (
             ThreadPoolExecutor(1, thread_name_prefix="inference") if simulated_delay is None else None
         )
@@ -64,6 +66,7 @@ class AsyncChunkExecutor(ChunkExecutor):
 
     # ---- one control step -----------------------------------------------------------------------------
     def act(self, obs: Any) -> np.ndarray:  # [A]
+        self.chunk_started = False
         if self._chunk is None:  # the first chunk of an episode: nothing to execute meanwhile
             chunk, latency = self._call(obs, None, 0)
             self.latencies.append(latency)
@@ -99,6 +102,8 @@ class AsyncChunkExecutor(ChunkExecutor):
 
     def _request(self, obs: Any) -> None:
         prefix = self.remaining.copy() if (self.rtc and self.remaining is not None) else None
+        if prefix is not None and self.rtc_prefix is not None:
+            prefix = prefix[: max(self.delay_steps, self.rtc_prefix)]  # the frozen part at least
         self._req_step = self.steps
         if self.simulated_delay is not None:
             chunk, latency = self._call(obs, prefix, self.delay_steps)
@@ -136,3 +141,4 @@ class AsyncChunkExecutor(ChunkExecutor):
         h = self.horizon if self.upcycle is None else self._upcycled(chunk[index:], previous)
         self._chunk, self._index = chunk, index
         self._end = min(self.chunk_size, index + h)
+        self.chunk_started = True

@@ -34,12 +34,17 @@ class CompensationConfig:
     ridge: float = 1e-4
     trust_region: float = 0.1  # |c - a| <= this, per joint (action units)
     iterations: int = 3  # fixed-point steps of c <- a - e(c)
+    load: str | None = None  # deployment: start from this saved compensator (compensated from the first step)
 
     def __post_init__(self) -> None:
         if self.buffer < self.min_samples or self.min_samples < 4:
             raise ValueError(f"buffer={self.buffer} >= min_samples={self.min_samples} >= 4 required")
         if self.trust_region < 0 or self.update_every < 1:
             raise ValueError(f"trust_region={self.trust_region} >= 0, update_every={self.update_every} >= 1")
+        if self.load is not None and not self.enabled:
+            raise ValueError(f"compensation.load={self.load!r} needs compensation.enabled=true")
+        if self.load is not None and not Path(self.load).is_file():
+            raise FileNotFoundError(f"compensation.load={self.load!r}: no such file")
 
 
 N_FEATURES = 4
@@ -135,7 +140,13 @@ class SelfCompensator:
             tmp_npz.replace(_buffer_path(path))
         tmp = path.with_suffix(".tmp")
         tmp.write_text(
-            json.dumps({"config": asdict(self.cfg), "weights": self.weights.tolist(), "fits": self.fits})
+            json.dumps(
+                {
+                    "config": {**asdict(self.cfg), "load": None},
+                    "weights": self.weights.tolist(),
+                    "fits": self.fits,
+                }
+            )
         )
         tmp.replace(path)
         return path

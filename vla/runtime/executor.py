@@ -89,6 +89,7 @@ class ChunkExecutor:
     def reset(self) -> None:
         """Forget every chunk and zero the counters (call at each episode start)."""
         self.steps = 0  # actions emitted since reset
+        self.chunk_started = False  # the last action was the first of a freshly started chunk
         self.policy_calls = 0  # chunks sampled since reset
         self.last_chunk: np.ndarray | None = None  # [H, A], the latest chunk sampled (for logging)
         self._chunk: np.ndarray | None = None  # [H, A], the chunk being executed
@@ -115,10 +116,13 @@ class ChunkExecutor:
     # ---- one control step ---------------------------------------------------------------------------
     def act(self, obs: Any) -> np.ndarray:  # [A]
         """The action for this control step; samples a new chunk from ``obs`` when one is due."""
+        self.chunk_started = False
         if self.temporal_ensemble is not None:
+            self.chunk_started = self.steps == 0  # the ensemble blends chunks: one continuous stream
             action = self._ensembled(obs)
         else:
             if self._needs_chunk():
+                self.chunk_started = True
                 previous = self.remaining  # what the old chunk planned for the coming steps (discarded)
                 self._chunk, self._index = self._sample(obs), 0
                 self._end = self.horizon if self.upcycle is None else self._upcycled(self._chunk, previous)

@@ -1,19 +1,32 @@
-"""The safety layer between the chunk executor and the robot: every fault ends in a hold.
+"""The safety layer between the policy (or the operator) and the robot: every fault ends in a hold.
 
-Checks, each control period, in order:
+Each control period the layer sees the requested target ``r_t`` = [arm joint targets, gripper target] and
+the observation the decision was made on, and either passes a command or latches a **fault** (the arm
+holds its measured position, the gripper its last command, until :meth:`SafetyLayer.reset`). Faults, in
+the order checked:
 
-1. **watchdog**: the observation is older than ``stale_after_s`` (a stale camera frame, a dropped
-   joint-state message) -> fault;
-2. **policy**: the executor raised (a NaN/inf chunk, a crashed inference worker) -> fault;
-3. **finite**: the action has NaN/inf -> fault;
-4. **position**: a joint target outside [lower - tol, upper + tol] -> fault;
-5. **velocity / acceleration**: the implied joint velocity (a - a_prev) / dt or acceleration beyond the
-   profile's limits -> fault (``on_rate_violation="hold"``) or the step is scaled back inside the limit
-   (``"clamp"``).
+1. **watchdog**: the oldest input of the observation (a camera frame, the joint state) is older than
+   ``stale_after_s`` on the robot's clock;
+2. **policy**: producing the request raised (a NaN/inf chunk, a crashed inference worker);
+3. **finite**: the request has NaN/inf, or the wrong length;
+4. **position**: an arm target outside the profile's [lower - tol, upper + tol];
+5. **workspace**: the tool point of the target (the profile's forward kinematics) leaves the profile's
+   Cartesian box;
+6. **velocity** (``mode="hold"``): the requested motion itself, ``|r_t - r_{t-1}| / dt``, is faster than
+   the joint's velocity limit (x ``1 + velocity_tolerance``) within one continuous stream of commands.
 
-A fault latches: from that period on, :meth:`SafetyLayer.filter` returns the hold target (the measured
-joint position at the fault) and ``fault`` names the reason, until :meth:`SafetyLayer.reset`. The hold is
-decided in the same period as the fault, so it reaches the robot within one control period.
+What is **shaped, not faulted**: the start of a new stream -- the first command after a reset, a fresh
+chunk's first action, the switch between operator and policy -- may jump. The layer interpolates such
+jumps within the limits: the output ``y_t`` moves toward ``r_t`` with a velocity clipped to the limit and,
+while speeding up, to ``|v_t - v_base| <= a_max dt`` (``v_base``: the previous output velocity, measured
+joint velocities at reset, 0 after a reversal). Slowing down is never limited, so the output never passes
+its target. In ``mode="clamp"`` within-stream velocity is shaped the same way instead of faulting. The
+gripper has its own model (:class:`~vla.robot.GripperModel`): its target is clipped to the device's range
+and its own controller sets the speed; the arm's rate limits do not apply to it.
+
+Rates are judged against the measured state at reset (positions and, when the robot measures them,
+velocities), not against a zero velocity. The hold is decided in the period of the fault, so it reaches
+the robot within one control period.
 """
 
 from __future__ import annotations
@@ -23,37 +36,31 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vla.robot import Observation, RobotProfile
 
-@dataclass
-class JointLimits:
-    """A robot profile's limits, per action dimension (joint targets; the gripper is one more dim)."""
-
-    lower: list[float]
-    upper: list[float]
-    max_velocity: list[float]  # units / s
-    max_acceleration: list[float]  # units / s^2
-
-    def __post_init__(self) -> None:
-        n = len(self.lower)
-        if not (len(self.upper) == len(self.max_velocity) == len(self.max_acceleration) == n):
-            raise ValueError(
-                "joint limits: lower, upper, max_velocity, max_acceleration need the same length"
-            )
-        if np.any(np.asarray(self.upper) < np.asarray(self.lower)):
-            raise ValueError("joint limits: upper < lower")
+MODES = ("off", "hold", "clamp")
 
 
 @dataclass
 class SafetyConfig:
+    mode: str = "off"  # "off" (no layer), "hold" (every fault holds), "clamp" (rate limits shape instead)
     stale_after_s: float = 0.25  # observation age that trips the watchdog
-    position_tolerance: float = 1e-3
-    on_rate_violation: str = "hold"  # or "clamp"
+    position_tolerance: float = 1e-3  # rad beyond a joint's range still accepted (numerics)
+    velocity_tolerance: float = 0.05  # relative: within-stream speed up to (1 + this) x the limit passes
+    workspace: bool = True  # enforce the profile's Cartesian box (when it has one and kinematics)
 
     def __post_init__(self) -> None:
-        if self.on_rate_violation not in ("hold", "clamp"):
-            raise ValueError(f"on_rate_violation={self.on_rate_violation!r}: use 'hold' or 'clamp'")
-        if self.stale_after_s <= 0:
-            raise ValueError(f"stale_after_s={self.stale_after_s} must be > 0")
+        if self.mode not in MODES:
+            raise ValueError(f"safety mode={self.mode!r}: use one of {MODES}")
+        if self.stale_after_s <= 0 or self.position_tolerance < 0 or self.velocity_tolerance < 0:
+            raise ValueError(
+                f"safety: stale_after_s={self.stale_after_s} > 0, position_tolerance="
+                f"{self.position_tolerance} >= 0 and velocity_tolerance={self.velocity_tolerance} >= 0"
+            )
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "off"
 
 
 @dataclass
@@ -63,84 +70,128 @@ class Fault:
     time: float
 
 
+Request = Callable[[], tuple[np.ndarray, bool]]
+"""() -> (target [A], fresh): fresh marks the start of a new stream (reset, new chunk, operator switch)."""
+
+
 class SafetyLayer:
     """Filters every command; see the module docstring."""
 
-    def __init__(self, limits: JointLimits, cfg: SafetyConfig, dt: float) -> None:
-        self.lo = np.asarray(limits.lower, dtype=np.float64)
-        self.hi = np.asarray(limits.upper, dtype=np.float64)
-        self.vmax = np.asarray(limits.max_velocity, dtype=np.float64)
-        self.amax = np.asarray(limits.max_acceleration, dtype=np.float64)
-        self.cfg, self.dt = cfg, dt
+    def __init__(self, profile: RobotProfile, cfg: SafetyConfig, dt: float | None = None) -> None:
+        lim = profile.limits
+        self.profile, self.cfg = profile, cfg
+        self.dt = dt or profile.dt
+        self.n = profile.arm_dim
+        self.lo, self.hi = np.asarray(lim.lower), np.asarray(lim.upper)
+        self.vmax, self.amax = np.asarray(lim.max_velocity), np.asarray(lim.max_acceleration)
+        self.kinematics = profile.kinematics if (cfg.workspace and profile.workspace) else None
         self.reset(None)
 
-    def reset(self, q: np.ndarray | None) -> None:
-        """Clear any fault; ``q`` is the measured position the next command moves from."""
+    @property
+    def action_dim(self) -> int:
+        return self.profile.action_dim
+
+    def reset(self, obs: Observation | None) -> None:
+        """Clear any fault; the next command moves from ``obs``'s measured joints (and velocities)."""
         self.fault: Fault | None = None
-        self.hold_target: np.ndarray | None = None
-        self.prev = None if q is None else np.asarray(q, dtype=np.float64).copy()
-        self.prev_vel = np.zeros_like(self.lo)
         self.steps = 0
+        self.interpolated = 0  # periods in which a jump was shaped
+        self.request: np.ndarray | None = None  # r_{t-1}, arm
+        self.out: np.ndarray | None = None if obs is None else np.asarray(obs.joints, dtype=np.float64).copy()
+        vel = None if obs is None else obs.joint_velocities
+        self.vel = np.zeros(self.n) if vel is None else np.asarray(vel, dtype=np.float64).copy()
+        self.gripper_cmd = None if obs is None else obs.gripper
+        self.hold_target: np.ndarray | None = None
 
     @property
     def holding(self) -> bool:
         return self.fault is not None
 
-    def trip(self, reason: str, q: np.ndarray, now: float) -> np.ndarray:
-        """Latch a fault and return the hold target (the measured position)."""
+    def trip(self, reason: str, obs: Observation, now: float) -> np.ndarray:
+        """Latch a fault (the first reason is kept) and return the hold target."""
         if self.fault is None:
             self.fault = Fault(reason, self.steps, now)
-            self.hold_target = np.asarray(q, dtype=np.float64).copy()
+            g = [] if self.profile.gripper is None else [self._gripper_hold(obs)]
+            self.hold_target = np.r_[np.asarray(obs.joints, dtype=np.float64), g]
         assert self.hold_target is not None
         return self.hold_target.copy()
 
-    def step(self, act: Callable[[], np.ndarray], q: np.ndarray, obs_time: float, now: float) -> np.ndarray:
-        """One control period: ``act()`` gives the policy's action (not called when holding or stale);
-        ``q`` is the measured joint position; returns the command to send."""
+    def _gripper_hold(self, obs: Observation) -> float:
+        if self.gripper_cmd is not None:
+            return float(self.gripper_cmd)
+        return float(obs.gripper) if obs.gripper is not None else self.profile.gripper.open  # type: ignore[union-attr]
+
+    def step(self, request: Request, obs: Observation, now: float) -> np.ndarray:
+        """One control period: ``request()`` gives the target (not called when holding or stale)."""
         self.steps += 1
         if self.fault is not None:
-            return self.trip(self.fault.reason, q, now)
-        age = now - obs_time
+            return self.trip(self.fault.reason, obs, now)
+        age = now - obs.stamp
         if age > self.cfg.stale_after_s:
+            limit = self.cfg.stale_after_s * 1000
             return self.trip(
-                f"stale observation: {age * 1000:.0f} ms old (limit {self.cfg.stale_after_s * 1000:.0f} ms)",
-                q,
-                now,
+                f"stale observation: {obs.stalest()} {age * 1000:.0f} ms old (limit {limit:.0f} ms)", obs, now
             )
         try:
-            action = np.asarray(act(), dtype=np.float64)
+            target, fresh = request()
         except Exception as exc:  # a NaN chunk, a crashed inference worker: hold, never propagate
-            return self.trip(f"policy failed: {type(exc).__name__}: {exc}", q, now)
-        return self.filter(action, q, now)
+            return self.trip(f"policy failed: {type(exc).__name__}: {exc}", obs, now)
+        return self.filter(target, obs, now, fresh=fresh)
 
-    def filter(self, action: np.ndarray, q: np.ndarray, now: float) -> np.ndarray:
+    def filter(self, target: np.ndarray, obs: Observation, now: float, *, fresh: bool = False) -> np.ndarray:
         if self.fault is not None:
-            return self.trip(self.fault.reason, q, now)
-        a = np.asarray(action, dtype=np.float64)
-        if a.shape != self.lo.shape:
-            return self.trip(f"action has shape {a.shape}, the robot takes {self.lo.shape}", q, now)
+            return self.trip(self.fault.reason, obs, now)
+        a = np.asarray(target, dtype=np.float64)
+        if a.shape != (self.action_dim,):
+            return self.trip(f"action has shape {a.shape}, the robot takes ({self.action_dim},)", obs, now)
         if not np.all(np.isfinite(a)):
-            return self.trip(f"non-finite action at dims {np.flatnonzero(~np.isfinite(a)).tolist()}", q, now)
+            return self.trip(
+                f"non-finite action at dims {np.flatnonzero(~np.isfinite(a)).tolist()}", obs, now
+            )
+        arm = a[: self.n]
         tol = self.cfg.position_tolerance
-        out = (a < self.lo - tol) | (a > self.hi + tol)
+        out = (arm < self.lo - tol) | (arm > self.hi + tol)
         if out.any():
             j = int(np.flatnonzero(out)[0])
+            name = self.profile.joints[j]
             return self.trip(
-                f"joint {j} target {a[j]:.4f} outside [{self.lo[j]:.4f}, {self.hi[j]:.4f}]", q, now
+                f"{name} target {arm[j]:.4f} outside [{self.lo[j]:.4f}, {self.hi[j]:.4f}]", obs, now
             )
-        prev = self.prev if self.prev is not None else np.asarray(q, dtype=np.float64)
-        vel = (a - prev) / self.dt
-        acc = (vel - self.prev_vel) / self.dt
-        over_v, over_a = np.abs(vel) > self.vmax, np.abs(acc) > self.amax
-        if over_v.any() or over_a.any():
-            if self.cfg.on_rate_violation == "hold":
-                j = int(np.flatnonzero(over_v | over_a)[0])
-                kind = "velocity" if over_v[j] else "acceleration"
-                value = vel[j] if over_v[j] else acc[j]
-                limit = self.vmax[j] if over_v[j] else self.amax[j]
-                return self.trip(f"joint {j} {kind} {value:.3f} beyond {limit:.3f}", q, now)
-            vel = np.clip(vel, self.prev_vel - self.amax * self.dt, self.prev_vel + self.amax * self.dt)
-            vel = np.clip(vel, -self.vmax, self.vmax)
-            a = prev + vel * self.dt
-        self.prev, self.prev_vel = a.copy(), vel
-        return a
+        if self.kinematics is not None:
+            assert self.profile.workspace is not None
+            where = self.profile.workspace.violation(self.kinematics.tool_position(arm))
+            if where is not None:
+                return self.trip(f"workspace: tool target {where}", obs, now)
+        if self.out is None:  # no reset observation: start from the measured joints
+            self.out = np.asarray(obs.joints, dtype=np.float64).copy()
+        if self.request is not None and not fresh:
+            v_req = (arm - self.request) / self.dt
+            over = np.abs(v_req) > self.vmax * (1 + self.cfg.velocity_tolerance)
+            if over.any() and self.cfg.mode == "hold":
+                j = int(np.flatnonzero(over)[0])
+                return self.trip(
+                    f"{self.profile.joints[j]} velocity {v_req[j]:.3f} rad/s beyond {self.vmax[j]:.3f}",
+                    obs,
+                    now,
+                )
+        y = self._shape(arm)
+        self.request = arm.copy()
+        if self.profile.gripper is None:
+            return y
+        self.gripper_cmd = self.profile.gripper.clip(float(a[self.n]))
+        return np.r_[y, self.gripper_cmd]
+
+    def _shape(self, arm: np.ndarray) -> np.ndarray:
+        """Move the output toward ``arm`` within the velocity and (speeding up) acceleration limits."""
+        assert self.out is not None
+        dt = self.dt
+        v_des = (arm - self.out) / dt
+        slowing = (v_des * self.vel > 0) & (np.abs(v_des) <= np.abs(self.vel))
+        base = np.where(v_des * self.vel > 0, self.vel, 0.0)
+        v = np.where(slowing, v_des, np.clip(v_des, base - self.amax * dt, base + self.amax * dt))
+        v = np.clip(v, -self.vmax, self.vmax)
+        if not np.allclose(v, v_des, rtol=0, atol=1e-9):
+            self.interpolated += 1
+        self.out = self.out + v * dt
+        self.vel = v
+        return self.out.copy()

@@ -1,0 +1,46 @@
+"""What every benchmark record carries: the commit (and whether the tree was dirty), the machine, the date
+and the wall time of the run that produced it."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _git(*args: str) -> str:
+    try:
+        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=RESULTS.parent)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def provenance(started: float) -> dict[str, Any]:
+    """``started``: ``time.time()`` when the run began."""
+    return {
+        "commit": _git("rev-parse", "HEAD") or "unknown",
+        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "machine": {
+            "arch": platform.machine(),
+            "cpus": os.cpu_count(),
+            "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version(),
+        },
+        "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)),
+        "wall_minutes": round((time.time() - started) / 60, 2),
+    }
+
+
+def write_record(name: str, record: dict[str, Any], started: float) -> Path:
+    """``benchmarks/results/<name>.json``: the record plus its provenance."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps({**record, **provenance(started)}, indent=2) + "\n")
+    return path

@@ -1,0 +1,85 @@
+"""``DeployConfig``: how a policy is deployed, one nested config per runtime component.
+
+The same config drives sim evaluation (``vla-eval deploy.*=...``), sim rollouts and the robot; the stack
+is built from it once (:func:`vla.runtime.stack.build_stack`). Each component keeps its own config class
+beside its code; this module only nests them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vla.runtime.compensation import CompensationConfig
+from vla.runtime.safety import SafetyConfig
+from vla.runtime.upcycling import UpcyclingConfig
+
+
+@dataclass
+class ExecutorConfig:
+    """How chunks become one action per period (:class:`~vla.runtime.executor.ChunkExecutor`)."""
+
+    horizon: int | None = None  # h, actions executed per chunk; None: the whole chunk (1 with ensembling)
+    temporal_ensemble: float | None = None  # ACT weight m: sample every step, average overlapping chunks
+    # control periods per policy action: the loop runs this many times the policy's rate and sends setpoints
+    # interpolated linearly between consecutive actions (a 10 Hz policy on a 50 Hz loop: 5)
+    interpolate: int = 1
+
+    def __post_init__(self) -> None:
+        if self.interpolate < 1:
+            raise ValueError(f"executor.interpolate={self.interpolate} must be >= 1")
+        if self.horizon is not None and self.horizon < 1:
+            raise ValueError(f"executor.horizon={self.horizon} must be >= 1")
+        if self.temporal_ensemble is not None and self.horizon not in (None, 1):
+            raise ValueError(
+                f"executor.temporal_ensemble samples a chunk every step: horizon={self.horizon} must be 1"
+            )
+
+
+@dataclass
+class AsyncConfig:
+    """Inference in the background while the current chunk executes
+    (:class:`~vla.runtime.async_executor.AsyncChunkExecutor`)."""
+
+    enabled: bool = False
+    # a simulated inference delay of d control steps (sim, where the env waits for nobody); None: a real
+    # background worker whose measured latency sets d
+    simulated_delay: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.simulated_delay is not None and self.simulated_delay < 0:
+            raise ValueError(f"async_inference.simulated_delay={self.simulated_delay} must be >= 0")
+
+
+@dataclass
+class RTCConfig:
+    """Real-time chunking: a new chunk inpaints the actions still committed from the previous one."""
+
+    enabled: bool = False
+    # how many actions of the previous chunk's not yet executed tail the new chunk is guided toward (the
+    # first d of them, executed during inference, frozen; the rest with decaying weight). None: the whole
+    # tail, as in Black et al. 2025 (their soft region runs to H - s)
+    prefix: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.prefix is not None and self.prefix < 0:
+            raise ValueError(f"rtc.prefix={self.prefix} must be >= 0")
+
+
+@dataclass
+class DeployConfig:
+    """The deployment stack: executor -> (async inference, RTC, upcycling) -> compensation -> safety."""
+
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    async_inference: AsyncConfig = field(default_factory=AsyncConfig)
+    rtc: RTCConfig = field(default_factory=RTCConfig)
+    upcycling: UpcyclingConfig = field(default_factory=UpcyclingConfig)
+    safety: SafetyConfig = field(default_factory=SafetyConfig)
+    compensation: CompensationConfig = field(default_factory=lambda: CompensationConfig(enabled=False))
+
+    def __post_init__(self) -> None:
+        if self.rtc.enabled and not self.async_inference.enabled:
+            raise ValueError(
+                "rtc.enabled needs async_inference.enabled (RTC inpaints while a chunk executes)"
+            )
+        if self.executor.temporal_ensemble is not None and self.async_inference.enabled:
+            raise ValueError("executor.temporal_ensemble and async_inference cannot be combined")

@@ -1,0 +1,145 @@
+"""``run_episode``: the only control loop in the project (sim evaluation, sim rollouts, the ROS 2 node).
+
+One period (openpi's ``Runtime._step``, with our deployment layers)::
+
+    obs = robot.observe()                      # images and joints, each with its capture stamp
+    out = stack.step(obs, robot.now(), takeover)   # executor -> takeover -> compensation -> safety
+    robot.command(out.command)  or  robot.hold()   # a fault holds within the period
+    (realtime robots: sleep to the next period)
+    subscribers.on_step(...)                   # recorder, video, metrics, intervention recorder
+
+A simulator advances one period in ``command``/``hold`` (``capabilities.realtime = False``); a real robot
+runs on the wall clock and the loop paces itself (coarse sleep, then a short spin to the deadline).
+The episode ends when the robot reports it done (a simulator's termination or time limit), at
+``max_steps``, or when ``stop()`` says so (an operator's stop service).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from vla.robot import EpisodeStatus, Observation, Robot, Teleoperator
+from vla.runtime.stack import DeploymentStack, StackOutput
+from vla.runtime.takeover import Takeover
+
+
+@dataclass
+class StepRecord:
+    index: int  # period within the episode
+    obs: Observation  # what the decision saw
+    out: StackOutput  # command, target, the policy's proposal, intervention flag, holding
+    next_obs: Observation  # after the period
+    status: EpisodeStatus  # after the period
+    done: bool  # the last period of the episode
+    wall_time: float  # time.perf_counter() at the start of the period
+
+
+@dataclass
+class EpisodeResult:
+    seed: int | None
+    steps: int
+    success: bool | None  # None: the robot cannot tell (no operator mark either)
+    fault: str | None  # the safety layer's fault (the arm held from then on)
+    policy_calls: int
+    takeovers: int
+    intervention_steps: int
+    horizons: list[int] = field(default_factory=list)  # executed horizon per chunk with upcycling
+    wall_s: float = 0.0
+    instruction: str = ""
+
+
+class Subscriber(Protocol):
+    """Watches an episode: recording, video, metrics. Must not block the loop for long."""
+
+    def on_start(self, robot: Robot, obs: Observation) -> None: ...
+
+    def on_step(self, step: StepRecord) -> None: ...
+
+    def on_end(self, result: EpisodeResult) -> None: ...
+
+
+def sleep_until(deadline: float, spin_s: float = 0.0015) -> None:
+    """Sleep coarsely, then spin the last ``spin_s`` (OS sleep granularity and wake-up latency)."""
+    while True:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return
+        if left > spin_s:
+            time.sleep(left - spin_s)
+
+
+def run_episode(
+    robot: Robot,
+    stack: DeploymentStack,
+    *,
+    seed: int | None = None,
+    max_steps: int | None = None,
+    teleop: Teleoperator | None = None,
+    subscribers: Sequence[Subscriber] = (),
+    stop: Callable[[], bool] | None = None,
+) -> EpisodeResult:
+    """Run one episode of ``stack`` on ``robot``; see the module docstring."""
+    t0 = time.perf_counter()
+    robot.reset(seed)
+    obs = robot.observe()
+    stack.reset(obs)
+    takeover = Takeover(teleop, stack.replan)
+    takeover.reset(robot)
+    for s in subscribers:
+        s.on_start(robot, obs)
+    realtime = robot.capabilities.realtime
+    period = robot.profile.dt
+    deadline = time.perf_counter()
+    success: bool | None = None
+    steps = 0
+    while True:
+        wall = time.perf_counter()
+        out = stack.step(obs, robot.now(), takeover)
+        if out.holding:
+            robot.hold()
+        else:
+            robot.command(out.command)
+        if realtime:
+            deadline += period
+            sleep_until(deadline)
+        next_obs = robot.observe()
+        stack.observed(obs, out.command, next_obs)
+        status = robot.status()
+        steps += 1
+        if status.success is not None:
+            success = bool(success) or status.success
+        done = status.done or (max_steps is not None and steps >= max_steps) or (stop is not None and stop())
+        record = StepRecord(steps - 1, obs, out, next_obs, status, done, wall)
+        for s in subscribers:
+            s.on_step(record)
+        obs = next_obs
+        if done:
+            break
+    stack.finish()
+    result = EpisodeResult(
+        seed=seed,
+        steps=steps,
+        success=success,
+        fault=stack.fault,
+        policy_calls=stack.policy_calls,
+        takeovers=takeover.takeovers,
+        intervention_steps=takeover.intervention_steps,
+        horizons=list(stack.horizons),
+        wall_s=time.perf_counter() - t0,
+        instruction=obs.instruction,
+    )
+    for s in subscribers:
+        s.on_end(result)
+    return result
+
+
+def executed_joints(records: Sequence[StepRecord]) -> np.ndarray:
+    """The measured arm trajectory of an episode [T + 1, J] (the first observation, then one per period)."""
+    if not records:
+        return np.zeros((0, 0))
+    return np.stack([records[0].obs.joints, *(r.next_obs.joints for r in records)]).astype(np.float64)
