@@ -100,6 +100,7 @@ class SimDeployment:
             cond=cfg.cond,
             guidance=cfg.guidance,
             num_steps=cfg.num_steps,
+            rtc_beta_max=cfg.deploy.rtc.beta_max if cfg.deploy.rtc.enabled else None,
         )
         calib_file = Path(cfg.checkpoint) / UPCYCLING_FILE
         if cfg.deploy.upcycling.enabled and not calib_file.is_file():

@@ -53,6 +53,13 @@ def test_rtc_requests_carry_the_committed_prefix():
     for t in range(12):
         ex.act(t)
     assert seen[0] == (None, 0) and seen[1] == (H - 3, 2)  # requested with 2 of the 5 actions still to run
+    seen.clear()
+    ex = AsyncChunkExecutor(
+        fn, horizon=5, chunk_size=H, dt=0.1, simulated_delay=2, rtc=True, rtc_soft_steps=1
+    )
+    for t in range(12):
+        ex.act(t)
+    assert seen[1] == (2 + 1, 2)  # the 2 committed actions and 1 more of the old tail, not the whole tail
 
 
 def test_background_inference_does_not_block_the_control_loop():

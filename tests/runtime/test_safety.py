@@ -86,12 +86,23 @@ def test_each_fault_holds_at_the_measured_position(target, stale_by, reason):
     assert not s.holding
 
 
-def test_velocity_beyond_the_limit_within_a_stream_holds():
+def test_velocity_beyond_twice_the_limit_within_a_stream_holds():
     s = layer()
     s.step(lambda: (cmd(Q), True), obs(), now=0.0)
-    out = s.step(lambda: (cmd(Q + np.array([0.3, 0.0])), False), obs(), now=0.1)  # 3 rad/s > 2
-    assert s.holding and "a velocity 3.000 rad/s beyond 2.000" in s.fault.reason
+    out = s.step(lambda: (cmd(Q + np.array([0.5, 0.0])), False), obs(), now=0.1)  # 5 rad/s > 2 x 2
+    assert s.holding and "a velocity 5.000 rad/s beyond 2 x its limit 2.000" in s.fault.reason
     np.testing.assert_allclose(out, cmd(Q))
+
+
+def test_velocity_between_the_limit_and_twice_it_is_shaped_to_the_limit():
+    """The arm never receives a command beyond its limit; a modest overshoot is followed a step late."""
+    s = layer()
+    s.reset(obs(vel=np.array([2.0, 0.0])))  # already moving at the limit
+    s.step(lambda: (cmd(Q + [0.2, 0.0]), True), obs(), now=0.0)
+    out = s.step(lambda: (cmd(Q + [0.5, 0.0]), False), obs(t=0.1), now=0.1)  # 3 rad/s: 1.5 x
+    assert not s.holding and out[0] == pytest.approx(Q[0] + 0.4)  # 2 rad/s, the limit
+    out = s.step(lambda: (cmd(Q + [0.5, 0.0]), False), obs(t=0.2), now=0.2)
+    assert out[0] == pytest.approx(Q[0] + 0.5)  # caught up
 
 
 def test_a_fresh_jump_is_interpolated_within_the_limits_not_faulted():

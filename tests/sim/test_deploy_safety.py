@@ -143,9 +143,9 @@ FAULTS = {
         "joint4 target",
     ),
     "arm velocity": (
-        lambda r, n: lambda o: moving_chunk(r, 6, 0.4) if n() >= 2 else home_chunk(r),
+        lambda r, n: lambda o: moving_chunk(r, 6, 0.6) if n() >= 2 else home_chunk(r),
         11,
-        "joint7 velocity 4.000 rad/s beyond 2.610",
+        "joint7 velocity 6.000 rad/s beyond 2 x its limit 2.610",
     ),
     "workspace": (
         lambda r, n: (

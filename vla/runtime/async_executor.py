@@ -36,7 +36,7 @@ class AsyncChunkExecutor(ChunkExecutor):
         dt: float,
         simulated_delay: int | None = None,
         rtc: bool = False,
-        rtc_prefix: int | None = None,
+        rtc_soft_steps: int | None = None,
         upcycle=None,
     ) -> None:
         if simulated_delay is not None and not 0 <= simulated_delay < chunk_size:
@@ -44,7 +44,9 @@ class AsyncChunkExecutor(ChunkExecutor):
         self.dt = dt
         self.simulated_delay = simulated_delay
         self.rtc = rtc
-        self.rtc_prefix = rtc_prefix  # actions of the old chunk's tail the new chunk inpaints (None: all)
+        # RTC: the new chunk is guided toward the d committed actions (frozen) and this many more of the old
+        # chunk's tail, with decaying weight (None: the whole tail)
+        self.rtc_soft_steps = rtc_soft_steps
         self._pool = (
             ThreadPoolExecutor(1, thread_name_prefix="inference") if simulated_delay is None else None
         )
@@ -102,8 +104,8 @@ class AsyncChunkExecutor(ChunkExecutor):
 
     def _request(self, obs: Any) -> None:
         prefix = self.remaining.copy() if (self.rtc and self.remaining is not None) else None
-        if prefix is not None and self.rtc_prefix is not None:
-            prefix = prefix[: max(self.delay_steps, self.rtc_prefix)]  # the frozen part at least
+        if prefix is not None and self.rtc_soft_steps is not None:
+            prefix = prefix[: self.delay_steps + self.rtc_soft_steps]
         self._req_step = self.steps
         if self.simulated_delay is not None:
             chunk, latency = self._call(obs, prefix, self.delay_steps)

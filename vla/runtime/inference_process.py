@@ -38,7 +38,13 @@ def _serve(conn: Any, checkpoint: str, spec: dict) -> None:
 
         policy = load_policy(checkpoint, spec["device"])
         cameras = spec["cameras"] or list(getattr(getattr(policy, "config", None), "cameras", []) or [])
-        runner = PolicyRunner(policy, cameras=cameras, device=spec["device"], seed=spec["seed"])
+        runner = PolicyRunner(
+            policy,
+            cameras=cameras,
+            device=spec["device"],
+            seed=spec["seed"],
+            rtc_beta_max=spec["rtc_beta_max"],
+        )
         conn.send(
             ("ready", {"chunk_size": runner.chunk_size, "action_dim": runner.action_dim, "cameras": cameras})
         )
@@ -73,6 +79,7 @@ class InferenceProcess:
         threads: torch threads of the worker.
         cpu: Pin the worker to this CPU core (Linux), keeping it off the control loop's core.
         seed: Seed of the worker's noise generator.
+        rtc_beta_max: Real-time chunking's guidance clip (``DeployConfig.rtc.beta_max``; None: the policy's).
         timeout_s: How long to wait for the worker to load the policy.
     """
 
@@ -86,6 +93,7 @@ class InferenceProcess:
         threads: int = 1,
         cpu: int | None = None,
         seed: int | None = 0,
+        rtc_beta_max: float | None = None,
         timeout_s: float = 120.0,
     ) -> None:
         ctx = mp.get_context("spawn")
@@ -97,6 +105,7 @@ class InferenceProcess:
             "threads": threads,
             "cpu": cpu,
             "seed": seed,
+            "rtc_beta_max": rtc_beta_max,
         }
         self.process = ctx.Process(target=_serve, args=(child, str(checkpoint), spec), daemon=True)
         self.process.start()

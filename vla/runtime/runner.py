@@ -29,6 +29,8 @@ class PolicyRunner:
         guidance: Classifier-free guidance scale (None = the config's ``inference_guidance``, else no CFG).
         num_steps: Integration steps of the sampler (None = the policy's default).
         seed: Seed of the noise generator (None = nondeterministic).
+        rtc_beta_max: Real-time chunking's guidance clip, for policies whose config has ``rtc_beta_max``
+            (None = the checkpoint's).
     """
 
     def __init__(
@@ -41,12 +43,15 @@ class PolicyRunner:
         guidance: float | None = None,
         num_steps: int | None = None,
         seed: int | None = None,
+        rtc_beta_max: float | None = None,
     ) -> None:
         config = getattr(policy, "config", None)  # a post-trained checkpoint names its inference defaults
         cond = cond if cond is not None else getattr(config, "inference_cond", None)
         guidance = guidance if guidance is not None else getattr(config, "inference_guidance", None)
         if cond not in (None, 0, 1):
             raise ValueError(f"cond={cond} must be 0, 1 or None")
+        if rtc_beta_max is not None and hasattr(config, "rtc_beta_max"):  # ours and the LeRobot adapters
+            config.rtc_beta_max = float(rtc_beta_max)  # type: ignore[union-attr]
         self.policy = policy
         self.cameras = list(cameras)
         self.device = torch.device(device)

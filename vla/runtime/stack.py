@@ -176,7 +176,7 @@ def build_stack(
             dt=dt,
             simulated_delay=a.simulated_delay,
             rtc=cfg.rtc.enabled,
-            rtc_prefix=cfg.rtc.prefix,
+            rtc_soft_steps=cfg.rtc.soft_steps,
             upcycle=upcycle,
         )
     else:
