@@ -43,6 +43,7 @@ class StepRecord:
     status: EpisodeStatus  # after the period
     done: bool  # the last period of the episode
     wall_time: float  # time.perf_counter() at the start of the period
+    work_s: float = 0.0  # the period's own work: decide and command (before a real-time loop sleeps)
 
 
 @dataclass
@@ -129,6 +130,7 @@ def run_episode(
                 robot.hold()
             else:
                 robot.command(out.command)
+            work = time.perf_counter() - wall
             if realtime:
                 deadline += period
                 sleep_until(deadline)
@@ -139,7 +141,7 @@ def run_episode(
             if status.success is not None:
                 success = bool(success) or status.success
             done = status.done or (max_steps is not None and steps >= max_steps) or bool(stop and stop())
-            record = StepRecord(steps - 1, obs, out, next_obs, status, done, wall)
+            record = StepRecord(steps - 1, obs, out, next_obs, status, done, wall, work)
             for s in subscribers:
                 s.on_step(record)
             obs = next_obs

@@ -89,13 +89,15 @@ class TrajectoryMetrics:
     def __init__(self) -> None:
         self.joints: list[np.ndarray] = []
         self.period_starts: list[float] = []
+        self.work_s: list[float] = []
 
     def on_start(self, robot: Robot, obs: Observation) -> None:
-        self.joints, self.period_starts = [np.asarray(obs.joints, dtype=np.float64)], []
+        self.joints, self.period_starts, self.work_s = [np.asarray(obs.joints, dtype=np.float64)], [], []
 
     def on_step(self, step: StepRecord) -> None:
         self.joints.append(np.asarray(step.next_obs.joints, dtype=np.float64))
         self.period_starts.append(step.wall_time)
+        self.work_s.append(step.work_s)
 
     def on_end(self, result: EpisodeResult) -> None:
         pass
