@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = RESULTS.parents[1]
+RECORDS = ":!benchmarks/results"  # the records themselves do not make a tree dirty
 
 
 def _git(*args: str) -> str:
     try:
-        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=RESULTS.parent)
+        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=ROOT)
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
@@ -26,7 +28,7 @@ def provenance(started: float) -> dict[str, Any]:
     """``started``: ``time.time()`` when the run began."""
     return {
         "commit": _git("rev-parse", "HEAD") or "unknown",
-        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", RECORDS)),
         "machine": {
             "arch": platform.machine(),
             "cpus": os.cpu_count(),
