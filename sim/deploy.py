@@ -5,7 +5,6 @@ and through :func:`vla.runtime.loop.run_episode`, the loop that also runs on har
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -19,7 +18,7 @@ from sim.env import EnvConfig, TabletopEnv
 from sim.robostress import StressConfig, apply_stress
 from sim.robot import SimRobot
 from vla.checkpoint import read_config
-from vla.policy import load_policy
+from vla.policy import import_policy_modules, load_policy
 from vla.robot import Teleoperator
 from vla.runtime import PolicyRunner
 from vla.runtime.config import DeployConfig
@@ -57,15 +56,6 @@ class SimDeployConfig:
         PROFILES.get(self.robot)  # raises with the registered names
 
 
-def import_modules(names: Sequence[str]) -> None:
-    """Import the modules that register policies (``policies``, or a test's own module)."""
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except ImportError as exc:
-            raise ImportError(f"imports: cannot import {name!r} ({exc})") from exc
-
-
 def match_policy_images[C: SimDeployConfig](cfg: C) -> C:
     """Render at the image size the checkpoint's policy was trained on (``image_size`` in its config)."""
     size = read_config(cfg.checkpoint).get("image_size")
@@ -78,7 +68,7 @@ class SimDeployment:
     """One worker's policy, robot and stack; :meth:`run` plays episode ``index`` (seed ``seed + index``)."""
 
     def __init__(self, cfg: SimDeployConfig, *, realtime: bool = False) -> None:
-        import_modules(cfg.imports)
+        import_policy_modules(cfg.imports)
         self.cfg = cfg
         self.policy = load_policy(cfg.checkpoint, cfg.device)
         env = apply_stress(TabletopEnv(cfg.env), cfg.stress)

@@ -65,6 +65,8 @@ class TabletopEnv(gym.Env):
         self.data = mujoco.MjData(self.model)
         self._arm = arm_qpos_adr(self.model)
         self._finger = finger_qpos_adr(self.model)[0]
+        joint_of = {int(a): j for j, a in enumerate(self.model.jnt_qposadr)}  # qpos address -> joint
+        self._dofs = [int(self.model.jnt_dofadr[joint_of[int(a)]]) for a in (*self._arm, self._finger)]
         self._grip = self.model.site(grip_site_name()).id
         self.n_substeps = max(1, round(1.0 / (cfg.control_hz * self.model.opt.timestep)))
         self.dt = self.n_substeps * self.model.opt.timestep
@@ -99,9 +101,6 @@ class TabletopEnv(gym.Env):
 
     def joint_velocity(self) -> np.ndarray:  # [8]
         """Arm joint velocities (rad/s) and the finger velocity (m/s)."""
-        if not hasattr(self, "_dofs"):  # qpos address -> joint -> dof address (hinge and slide joints)
-            joint_of = {int(a): j for j, a in enumerate(self.model.jnt_qposadr)}
-            self._dofs = [int(self.model.jnt_dofadr[joint_of[int(a)]]) for a in (*self._arm, self._finger)]
         return self.data.qvel[self._dofs].astype(np.float64)
 
     def grip_pos(self) -> np.ndarray:  # [3]

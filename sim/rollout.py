@@ -22,6 +22,7 @@ from sim.deploy import SimDeployConfig, SimDeployment, match_policy_images
 from sim.evaluation import check_checkpoint
 from sim.teleop import SimulatedTeleop, TeleopConfig
 from sim.workers import run_episodes
+from vla.checks import check_dataset
 from vla.data.schema import IS_INTERVENTION
 from vla.data.writer import EpisodeWriter
 from vla.runtime.subscribers import FrameRecorder
@@ -145,6 +146,8 @@ def rollout(cfg: RolloutConfig) -> RolloutSummary:
     root = Path(cfg.out)  # type: ignore[arg-type]
     if root.exists() and any(root.iterdir()) and not cfg.resume:
         raise FileExistsError(f"{root} exists; pass resume=true to append to it or choose another out=")
+    if root.is_dir() and any(root.iterdir()):  # the episodes to append to
+        check_dataset(root, resuming=True)
     from sim.env import TabletopEnv
 
     probe = TabletopEnv(cfg.env)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import importlib
 import inspect
 import json
 import math
@@ -309,13 +308,9 @@ def _read_config(path: Path) -> dict[str, Any]:
 
 
 def _policy_class(config_path: Path, name: str, imports: Sequence[str]) -> Any:
-    from vla.policy import POLICIES
+    from vla.policy import POLICIES, import_policy_modules
 
-    for module in imports:
-        try:
-            importlib.import_module(module)
-        except ImportError as e:
-            raise InputError(f"imports: cannot import {module!r} ({e}); fix imports=[...]") from e
+    import_policy_modules(imports)
     try:
         return POLICIES.get(name)
     except KeyError:

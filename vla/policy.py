@@ -4,6 +4,8 @@ calling :func:`load_policy`."""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -55,6 +57,21 @@ class Policy(Protocol):
 
 
 POLICIES: Registry = Registry("policy")
+
+
+def import_policy_modules(names: Sequence[str]) -> None:
+    """Import the modules that register policies (``policies``, or a test's own module).
+
+    Raises:
+        InputError: A module cannot be imported (one line naming it).
+    """
+    from vla.errors import InputError
+
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise InputError(f"imports: cannot import {name!r} ({exc}); fix imports=[...]") from exc
 
 
 def load_policy(directory: str | Path, device: str | torch.device = "cpu") -> Policy:

@@ -6,7 +6,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from sim.evaluation import EvalConfig, evaluate
 from sim.scripts import CONFIG_DIR
-from vla.checks import check_checkpoint
 from vla.errors import exit_on_refusal
 
 ConfigStore.instance().store(name="eval_schema", node=EvalConfig)
@@ -15,9 +14,8 @@ ConfigStore.instance().store(name="eval_schema", node=EvalConfig)
 @hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="eval")
 def _run(cfg: DictConfig) -> None:
     c: EvalConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-    with exit_on_refusal():  # before any worker starts or out= is created
-        check_checkpoint(c.checkpoint, imports=c.imports)
-    result = evaluate(c)
+    with exit_on_refusal():  # evaluate() checks the checkpoint before any worker starts or out= is created
+        result = evaluate(c)
     print(result.table())
     print(f"report: {result.json_path}")
     for video in result.videos:

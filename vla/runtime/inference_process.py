@@ -26,14 +26,12 @@ def _serve(conn: Any, checkpoint: str, spec: dict) -> None:
     try:
         if spec.get("cpu") is not None and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, {int(spec["cpu"])})
-        import importlib
-
         import torch
 
         torch.set_num_threads(int(spec["threads"]))
-        for name in spec["imports"]:
-            importlib.import_module(name)
-        from vla.policy import load_policy
+        from vla.policy import import_policy_modules, load_policy
+
+        import_policy_modules(spec["imports"])
         from vla.runtime.runner import PolicyRunner
 
         policy = load_policy(checkpoint, spec["device"])

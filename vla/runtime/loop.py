@@ -27,8 +27,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import numpy as np
-
 from vla.robot import EpisodeStatus, Observation, Robot, Teleoperator
 from vla.runtime.stack import DeploymentStack, StackOutput
 from vla.runtime.takeover import Takeover
@@ -163,10 +161,3 @@ def run_episode(
     for s in subscribers:
         s.on_end(result)
     return result
-
-
-def executed_joints(records: Sequence[StepRecord]) -> np.ndarray:
-    """The measured arm trajectory of an episode [T + 1, J] (the first observation, then one per period)."""
-    if not records:
-        return np.zeros((0, 0))
-    return np.stack([records[0].obs.joints, *(r.next_obs.joints for r in records)]).astype(np.float64)
