@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SYSSTAMP := .sysdeps.ok
-EXTRAS ?= dev
+EXTRAS ?= dev,ros
 
 .PHONY: demo test test-all lint setup sysdeps clean
 
@@ -24,9 +24,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q
+	bash scripts/ros_test.sh $(VENV)
 
 test-all: $(STAMP)
 	$(VENV)/bin/python -m pytest -q -m "slow or not slow"
+	bash scripts/ros_test.sh $(VENV)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -35,4 +37,4 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
 clean:
-	rm -rf $(VENV) $(SYSSTAMP) outputs
+	rm -rf $(VENV) $(SYSSTAMP) outputs ros2_ws/build ros2_ws/install ros2_ws/log

@@ -5,10 +5,8 @@ and through :func:`vla.runtime.loop.run_episode`, the loop that also runs on har
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 from omegaconf import MISSING
@@ -18,13 +16,10 @@ from sim.env import EnvConfig, TabletopEnv
 from sim.robostress import StressConfig, apply_stress
 from sim.robot import SimRobot
 from vla.checkpoint import read_config
-from vla.policy import import_policy_modules, load_policy
 from vla.robot import Teleoperator
-from vla.runtime import PolicyRunner
 from vla.runtime.config import DeployConfig
+from vla.runtime.deployment import deploy_checkpoint
 from vla.runtime.loop import EpisodeResult, Subscriber, run_episode
-from vla.runtime.stack import build_stack
-from vla.runtime.upcycling import UPCYCLING_FILE
 
 
 @dataclass
@@ -68,44 +63,23 @@ class SimDeployment:
     """One worker's policy, robot and stack; :meth:`run` plays episode ``index`` (seed ``seed + index``)."""
 
     def __init__(self, cfg: SimDeployConfig, *, realtime: bool = False) -> None:
-        import_policy_modules(cfg.imports)
         self.cfg = cfg
-        self.policy = load_policy(cfg.checkpoint, cfg.device)
         env = apply_stress(TabletopEnv(cfg.env), cfg.stress)
         self.robot = SimRobot(env, PROFILES.get(cfg.robot), realtime=realtime)
-        if self.policy.action_dim != self.robot.profile.action_dim:
-            raise ValueError(
-                f"{cfg.checkpoint}: the policy outputs {self.policy.action_dim}-d actions; "
-                f"task {cfg.task!r} takes {self.robot.profile.action_dim}-d actions"
-            )
-        # the policy's cameras: explicit, else its config's (if it says), else every env camera
-        cameras = list(cfg.cameras or getattr(getattr(self.policy, "config", None), "cameras", None) or [])
-        cameras = cameras or list(cfg.env.cameras)
-        if not set(cameras) <= set(cfg.env.cameras):
-            raise ValueError(f"the policy reads cameras {cameras}; the env renders {list(cfg.env.cameras)}")
-        self.runner = PolicyRunner(
-            self.policy,
-            cameras=cameras,
+        d = deploy_checkpoint(
+            cfg.checkpoint,
+            self.robot.profile,
+            cfg.deploy,
+            available_cameras=cfg.env.cameras,
+            cameras=cfg.cameras,
             device=cfg.device,
             cond=cfg.cond,
             guidance=cfg.guidance,
             num_steps=cfg.num_steps,
-            rtc_beta_max=cfg.deploy.rtc.beta_max if cfg.deploy.rtc.enabled else None,
-        )
-        calib_file = Path(cfg.checkpoint) / UPCYCLING_FILE
-        if cfg.deploy.upcycling.enabled and not calib_file.is_file():
-            raise FileNotFoundError(
-                f"upcycling.enabled needs {calib_file} (written by vla-train from the demos)"
-            )
-        calibration = json.loads(calib_file.read_text()) if calib_file.is_file() else None
-        self.stack = build_stack(
-            cfg.deploy,
-            self.runner,
-            profile=self.robot.profile,
-            chunk_size=self.runner.chunk_size,
-            calibration=calibration,
+            imports=cfg.imports,
             dt=env.dt,
         )
+        self.policy, self.runner, self.stack = d.policy, d.runner, d.stack
 
     def run(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -59,6 +60,7 @@ class PolicyRunner:
         self.guidance = guidance
         self.num_steps = num_steps
         self.generator = torch.Generator()  # CPU, see above
+        self.last_latency_s: float | None = None  # the last chunk's inference time
         self.reseed(seed)
         if isinstance(policy, torch.nn.Module):
             policy.eval()
@@ -83,6 +85,7 @@ class PolicyRunner:
     ) -> np.ndarray:  # [H, A]
         """A chunk for ``obs``; with ``prefix`` [P, A] (the committed actions of the previous chunk) the
         policy inpaints it (real-time chunking), the first ``prefix_delay`` of them frozen."""
+        t0 = time.perf_counter()
         missing = [c for c in self.cameras if c not in obs]
         if missing:
             raise KeyError(f"observation has no camera {missing}; it has {sorted(obs)}")
@@ -103,4 +106,6 @@ class PolicyRunner:
             raise ValueError(
                 f"{type(self.policy).__name__}.sample_chunk returned {tuple(chunk.shape)}, not [1, H, A]"
             )
-        return chunk[0].float().cpu().numpy()
+        out = chunk[0].float().cpu().numpy()
+        self.last_latency_s = time.perf_counter() - t0  # inference latency, for diagnostics
+        return out

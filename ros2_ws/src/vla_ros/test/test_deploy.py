@@ -1,0 +1,277 @@
+"""The deploy node and the sim robot node in separate processes, over real topics and services."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import SCENE
+from diagnostic_msgs.msg import DiagnosticArray
+from lifecycle_msgs.msg import Transition
+from ros_helpers import CONFIG, Client, NodeProcess, diagnostics_value, wait_for, write_params
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, Float64MultiArray
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+PANDA = CONFIG / "panda.yaml"
+JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
+ARM_TOPIC = "/joint_trajectory_controller/joint_trajectory"
+CONFIGURE, ACTIVATE = Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE
+DEACTIVATE, CLEANUP = Transition.TRANSITION_DEACTIVATE, Transition.TRANSITION_CLEANUP
+
+
+class Deployment:
+    """sim_robot + vla_deploy processes and a client, as ``sim.launch.py`` would start them."""
+
+    def __init__(self, tmp: Path, checkpoint: Path | str, sim: bool = True, **deploy: object) -> None:
+        sim_params = write_params(
+            tmp / "sim.yaml",
+            "sim_robot",
+            {"task": "reach", "seed": SCENE, "seed_stride": 0, "image_size": [32, 32]},
+        )
+        params = {
+            "checkpoint": str(checkpoint),
+            "instruction": "reach the red ball",
+            "reset_service": "/sim_robot/reset",
+            "success_topic": "/sim_robot/success",
+            "max_steps": 60,
+            "deploy_overrides": ["executor.horizon=4"],
+            **deploy,
+        }
+        dep = write_params(tmp / "deploy.yaml", "vla_deploy", params)
+        self.sim = NodeProcess("sim_robot", [PANDA, sim_params], tmp / "sim.log") if sim else None
+        self.node = NodeProcess("vla_deploy", [PANDA, dep], tmp / "deploy.log")
+        self.client = Client(watch=[self.node] + ([self.sim] if self.sim else []))
+        self.diagnostics = self.client.collect(DiagnosticArray, "/diagnostics")
+
+    def up(self) -> None:
+        assert self.client.transition("vla_deploy", CONFIGURE), self.node.log()[-3000:]
+        assert self.client.transition("vla_deploy", ACTIVATE)
+
+    def episode(self, timeout: float = 30.0) -> dict[str, str]:
+        n = len(self.diagnostics)
+        res = self.client.call(Trigger, "/vla_deploy/start_episode")
+        assert res.success, res.message
+        wait_for(lambda: self._state(n) == "running", timeout, "the episode to start")
+        wait_for(lambda: self._state(n) == "idle", timeout, "the episode to end")
+        return self.last()
+
+    def _state(self, since: int) -> str | None:
+        d = self.diagnostics[since:]
+        return diagnostics_value(d[-1][1], "state") if d else None
+
+    def last(self) -> dict[str, str]:
+        return {kv.key: kv.value for kv in self.diagnostics[-1][1].status[0].values}
+
+    def close(self) -> None:
+        self.client.close()
+        self.node.stop()
+        if self.sim is not None:
+            self.sim.stop()
+
+
+@pytest.fixture
+def deployment(tmp_path, reach_checkpoint):
+    deployments: list[Deployment] = []
+
+    def make(**deploy: object) -> Deployment:
+        checkpoint = deploy.pop("checkpoint", reach_checkpoint)
+        d = Deployment(tmp_path, checkpoint, **deploy)  # type: ignore[arg-type]
+        deployments.append(d)
+        return d
+
+    yield make
+    for d in deployments:
+        d.close()
+
+
+def test_reach_episode_succeeds_between_processes(deployment, tmp_path):
+    """A trained policy acts through the node on the sim arm and reaches the ball; the episode is
+    recorded, and a plain client observes joint states and the node's diagnostics."""
+    from vla.data.validate import validate_dataset
+
+    d = deployment(record_dir=str(tmp_path / "rec"))
+    joints = d.client.collect(JointState, "/joint_states")
+    commands = d.client.collect(JointTrajectory, ARM_TOPIC)
+    d.up()
+    state = d.episode()
+    assert state["last_success"] == "true", (state, d.node.log()[-2000:])
+    assert state["safety"] == "ok" and float(state["inference_latency_ms"]) > 0
+    assert joints and commands and list(commands[-1][1].joint_names) == JOINTS
+    report = validate_dataset(tmp_path / "rec")
+    assert report.num_episodes == 1 and report.num_frames >= 3
+
+
+def test_failed_configure_leaves_the_node_unconfigured(deployment, tmp_path):
+    d = deployment(checkpoint=str(tmp_path / "no_such_checkpoint"))
+    assert not d.client.transition("vla_deploy", CONFIGURE)
+    assert d.client.state("vla_deploy") == "unconfigured"
+    log = wait_for(lambda: "configure failed" in d.node.log() and d.node.log(), 10, "the error line")
+    line = next(x for x in log.splitlines() if "configure failed" in x)
+    assert "no_such_checkpoint" in line
+    services = [name for name, _ in d.client.node.get_service_names_and_types()]
+    assert "/vla_deploy/change_state" in services
+    assert "/vla_deploy/start_episode" not in services  # episode services exist only once configured
+
+
+def test_lifecycle_transitions_hold_the_arm(deployment):
+    d = deployment(max_steps=0)
+    commands = d.client.collect(JointTrajectory, ARM_TOPIC)
+    joints = d.client.collect(JointState, "/joint_states")
+    d.up()
+    assert d.client.state("vla_deploy") == "active"
+    assert d.client.call(Trigger, "/vla_deploy/start_episode").success
+    wait_for(lambda: len(commands) > 5, 20, "policy commands")
+    assert not d.client.call(Trigger, "/vla_deploy/start_episode").success  # one episode at a time
+    assert d.client.transition("vla_deploy", DEACTIVATE)
+    assert d.client.state("vla_deploy") == "inactive"
+    # the last command holds the arm where it was measured
+    measured = np.asarray(joints[-1][1].position[:7])
+    time.sleep(0.3)
+    held = np.asarray(commands[-1][1].points[0].positions)
+    assert np.allclose(held, measured, atol=0.02), (held, measured)
+    n = len(commands)
+    time.sleep(0.5)
+    assert len(commands) == n  # inactive: nothing more is commanded
+    assert not d.client.call(Trigger, "/vla_deploy/start_episode").success
+    assert d.client.transition("vla_deploy", CLEANUP)
+    assert d.client.state("vla_deploy") == "unconfigured"
+    assert d.client.transition("vla_deploy", CONFIGURE)  # and again
+    assert d.client.transition("vla_deploy", ACTIVATE)
+    assert d.client.state("vla_deploy") == "active"
+
+
+def test_intervention_is_recorded_and_drives_the_arm(deployment, tmp_path):
+    d = deployment(record_dir=str(tmp_path / "rec"), max_steps=0, success_topic="")
+    engage = d.client.publisher(Bool, "/vla_deploy/intervention")
+    teleop = d.client.publisher(JointState, "/vla_deploy/teleop_command")
+    joints = d.client.collect(JointState, "/joint_states")
+    d.up()
+    assert d.client.call(Trigger, "/vla_deploy/start_episode").success
+    wait_for(lambda: len(joints) > 10, 20, "joint states")
+    time.sleep(1.0)  # the policy drives for a second
+    start = np.asarray(joints[-1][1].position[:7])
+    target = start.copy()
+    target[0] += 0.15  # the operator turns the base joint
+    engage.publish(Bool(data=True))
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:  # a leader arm streams its position
+        teleop.publish(JointState(name=JOINTS, position=[float(v) for v in target]))
+        time.sleep(0.05)
+    reached = np.asarray(joints[-1][1].position[:7])
+    assert abs(reached[0] - target[0]) < 0.03, (reached, target)
+    engage.publish(Bool(data=False))
+    time.sleep(0.5)
+    res = d.client.call(Trigger, "/vla_deploy/mark_failure")
+    assert res.success and "ended" in res.message
+
+    frames = _frames(tmp_path / "rec")
+    flags = frames["complementary_info.is_intervention"].astype(bool).ravel()
+    assert 10 <= flags.sum() < len(flags), flags  # ~3 s of operator control inside a longer episode
+    actions = frames["action"][flags]
+    assert np.allclose(actions[-1][:7], target, atol=1e-4)  # the operator's command was recorded
+    proposals = frames["complementary_info.policy_action"][flags]
+    assert not np.allclose(proposals[-1][:7], target, atol=1e-3)  # beside the policy's own proposal
+
+
+def _frames(root: Path) -> dict[str, np.ndarray]:
+    import pyarrow.parquet as pq
+
+    from vla.data.validate import validate_dataset
+
+    assert validate_dataset(root).num_episodes == 1
+    table = pq.read_table(sorted((root / "data").rglob("*.parquet"))[0]).to_pydict()
+    return {k: np.asarray(v) for k, v in table.items() if not k.startswith("observation.images")}
+
+
+def test_sigkill_loses_no_completed_episode(deployment, tmp_path, reach_checkpoint):
+    from vla.data.validate import validate_dataset
+    from vla.data.writer import EpisodeWriter, load_spec
+
+    rec = tmp_path / "rec"
+    d = deployment(record_dir=str(rec), max_steps=15, success_topic="")
+    d.up()
+    d.episode()
+    d.episode()
+    assert d.client.call(Trigger, "/vla_deploy/start_episode").success
+    wait_for(lambda: d.last().get("state") == "running" and int(d.last().get("step", 0)) >= 3, 20, "run")
+    d.node.kill()  # SIGKILL mid-episode
+    with EpisodeWriter(rec, load_spec(rec), resume=True) as w:  # what the node does at its next start
+        assert w.num_episodes == 2, w.recovery_report
+    assert validate_dataset(rec).num_episodes == 2
+
+
+class FakeArm:
+    """The test process as the robot: joint states and camera frames at 10 Hz, stamped when sent."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.joints_pub = client.publisher(JointState, "/joint_states")
+        from sensor_msgs.msg import Image
+
+        self.image_pubs = {
+            c: client.publisher(Image, f"/cameras/{c}/image_raw", sensor=True) for c in ("agentview", "wrist")
+        }
+        self.send_joints = self.send_images = True
+        self.q = np.array([0.0, 0.1, 0.0, -2.2, 0.0, 2.3, 0.785])
+        self.last_joint_stamp = 0.0
+        self.timer = client.node.create_timer(0.1, self.tick)
+
+    def tick(self) -> None:
+        from vla_ros.conversions import array_to_image, stamp
+
+        t = self.client.now()
+        if self.send_joints:
+            msg = JointState(name=[*JOINTS, "panda_finger_joint1"], position=[*map(float, self.q), 0.04])
+            msg.header.stamp = stamp(t)
+            self.joints_pub.publish(msg)
+            self.last_joint_stamp = t
+        if self.send_images:
+            for c, pub in self.image_pubs.items():
+                pub.publish(array_to_image(np.full((32, 32, 3), 90, np.uint8), t, c))
+            self.last_image_stamp = t
+
+
+@pytest.mark.parametrize("silent", ["joints", "camera"])
+def test_stale_input_holds_within_one_control_period(deployment, silent):
+    """The arm's joint states (or a camera) stop: the node holds within one control period of the input
+    going stale (its age passing the watchdog's 0.25 s), and reports why on /diagnostics."""
+    d = deployment(sim=False, reset_service="", success_topic="", max_steps=0)  # the test is the robot
+    arm = FakeArm(d.client)
+    commands = d.client.collect(JointTrajectory, ARM_TOPIC)
+    d.up()
+    assert d.client.call(Trigger, "/vla_deploy/start_episode").success
+    wait_for(lambda: len(commands) > 10, 20, "policy commands")
+    if silent == "joints":
+        arm.send_joints = False
+        stale_at = arm.last_joint_stamp + 0.25
+    else:
+        arm.send_images = False
+        stale_at = arm.last_image_stamp + 0.25
+    fault = wait_for(lambda: d.last().get("fault"), 5, "a fault on /diagnostics")
+    assert fault.startswith("stale observation"), fault
+    assert ("joints" in fault) == (silent == "joints")
+    # the first hold: commands from then on all equal the measured position
+    t_hold = _first_hold_time(commands, arm.q)
+    wall_offset = time.time() - time.monotonic()
+    assert t_hold + wall_offset - stale_at <= 0.1 + 0.03, t_hold + wall_offset - stale_at
+    assert np.allclose(commands[-1][1].points[0].positions, arm.q, atol=1e-6)
+
+
+def _first_hold_time(commands, q) -> float:
+    for t, msg in commands:
+        if np.allclose(msg.points[0].positions, q, atol=1e-9):
+            return t
+    raise AssertionError("no hold command")
+
+
+def test_commands_and_gripper_topics(deployment):
+    """The gripper gets its own controller topic (forward position), in the profile's units."""
+    d = deployment()
+    grip = d.client.collect(Float64MultiArray, "/gripper_position_controller/commands")
+    d.up()
+    d.episode()
+    assert grip and all(len(m.data) == 1 and 0.0 <= m.data[0] <= 0.04 for _, m in grip)
