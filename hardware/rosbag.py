@@ -12,6 +12,7 @@ One bag is one episode (record one bag per episode: ``ros2 bag record`` between 
 - ``complementary_info.policy_action``: the deploy node's ``~/policy_action`` in that period when recorded
   (else the action); ``complementary_info.is_intervention``: its ``~/is_intervention``, else the
   operator's ``~/intervention`` input;
+- ``task``: ``instruction=``, else the node's last ``~/instruction`` in the bag;
 - episode ``success``: true when ``success_topic`` reported true, or as given (``success=true|false``).
 
 Names and topics come from the arm's ROS naming (:mod:`hardware.ros_naming`, the same as the node's
@@ -52,8 +53,10 @@ class Bag2DatasetConfig:
     profile: str = "panda"  # the arm (hardware/profiles)
     out: str = ""  # the dataset folder (appended to when it exists)
     params: str | None = None  # a parameters YAML with the ROS names (default: the profile's naming)
-    node: str = "vla_deploy"  # the deploy node's name (its ~/policy_action, ~/is_intervention, ~/intervention)
-    instruction: str = ""
+    node: str = (
+        "vla_deploy"  # the deploy node's name (its ~/policy_action, ~/is_intervention, ~/intervention)
+    )
+    instruction: str = ""  # default: the last ~/instruction in the bag
     success: bool | None = None  # the episode's label; None: from success_topic (false without one)
     success_topic: str | None = None  # a std_msgs/Bool success detector, e.g. /sim_robot/success
     image_size: list[int] | None = None  # [H, W] of the stored frames (default: the first frame's)
@@ -126,6 +129,7 @@ def read_bag(cfg: Bag2DatasetConfig) -> tuple[dict[str, Track], dict[str, Any]]:
             f"/{node}/policy_action": "policy_action",
             f"/{node}/is_intervention": "is_intervention",
             f"/{node}/intervention": "intervention",
+            f"/{node}/instruction": "instruction",
         }
     )
     if cfg.success_topic:
@@ -186,6 +190,8 @@ def _decode(kind, msg, msgtype, joint_names, gripper_joint, image_size) -> Any:
             index = {n: i for i, n in enumerate(msg.joint_names)}
             return np.asarray([msg.points[-1].positions[index[n]] for n in names], dtype=np.float32)
         return np.asarray(msg.data, dtype=np.float32)
+    if kind == "instruction":
+        return str(msg.data)
     if kind == "policy_action":
         return np.asarray(msg.data, dtype=np.float32) if len(msg.data) else None
     return bool(msg.data)  # is_intervention, intervention, success
@@ -209,6 +215,11 @@ def bag_to_dataset(cfg: Bag2DatasetConfig) -> tuple[Path, int]:
         raise ValueError(f"{cfg.bag}: no frames on camera topic(s) {missing}")
     if "arm" not in tracks:
         raise ValueError(f"{cfg.bag}: no arm commands ({names['arm_controller']}) in the bag")
+    instruction = cfg.instruction or (tracks["instruction"].values[-1] if "instruction" in tracks else "")
+    if not instruction:
+        raise ValueError(
+            f"{cfg.bag}: no /{cfg.node.strip('/')}/instruction in the bag; pass instruction=<text>"
+        )
     hz = cfg.control_hz or float(names["control_hz"])
     dt = 1.0 / hz
     joints = tracks["joints"]
@@ -225,7 +236,8 @@ def bag_to_dataset(cfg: Bag2DatasetConfig) -> tuple[Path, int]:
     )
     frames = []
     action = None
-    for k, t in enumerate(grid):
+    for k, t0 in enumerate(grid):
+        t = t0 + 0.01 * dt  # a message stamped at the grid time belongs to its frame (float rounding)
         state = joints.latest(t)
         arm = tracks["arm"].first_in(t, t + dt)
         grip = tracks["gripper"].first_in(t, t + dt) if "gripper" in tracks else None
@@ -247,7 +259,7 @@ def bag_to_dataset(cfg: Bag2DatasetConfig) -> tuple[Path, int]:
                 IS_INTERVENTION: np.array([flag]),
                 REWARD: np.array([0.0], dtype=np.float32),
                 DONE: np.array([k == len(grid) - 1]),
-                TASK: cfg.instruction,
+                TASK: instruction,
             }
         )
     success = cfg.success
@@ -258,7 +270,9 @@ def bag_to_dataset(cfg: Bag2DatasetConfig) -> tuple[Path, int]:
         for frame in frames:
             writer.add_frame(frame)
         writer.end_episode(
-            success=success, source="policy", extra={"bag": str(Path(cfg.bag).resolve()), "robot": profile.name}
+            success=success,
+            source="policy",
+            extra={"bag": str(Path(cfg.bag).resolve()), "robot": profile.name},
         )
     validate_dataset(out)  # raises naming the file and field when something is off
     return out, len(frames)

@@ -16,10 +16,15 @@ export OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 PYTHONWARNINGS=ignore
 cd "$root/ros2_ws"
 rm -rf build/vla_ros/pytest.xml
 colcon --log-base log build --base-paths src --build-base build --install-base install
-ns=(unshare -n)
-[ "$(id -u)" = 0 ] || ns=(unshare -rn)  # an unprivileged user maps itself to root in a user namespace
+# a private network namespace with only loopback; an unprivileged user maps itself to root in a user
+# namespace; where neither is permitted, discovery stays on the host's loopback (LOCALHOST above)
+ns=()
+if unshare -n true 2>/dev/null; then ns=(unshare -n)
+elif unshare -rn true 2>/dev/null; then ns=(unshare -rn)
+else echo "warning: no network namespace permitted here; ROS traffic stays on loopback (LOCALHOST)" >&2
+fi
 "${ns[@]}" bash -euo pipefail -c '
-  ip link set lo up
+  if [ -n "$(command -v ip)" ]; then ip link set lo up 2>/dev/null || true; fi
   set +u; source install/setup.bash; set -u
   colcon --log-base log test --base-paths src --build-base build --install-base install \
     --event-handlers console_direct+ --pytest-args -q -ra -p no:cacheprovider

@@ -20,7 +20,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
-from ros_helpers import init
+from ros_helpers import Deployment, init
 
 SCENE = 3  # the reach scene the test policy is trained and deployed in
 DEMOS = 12
@@ -91,3 +91,18 @@ def ros() -> None:
 
     if rclpy.ok():
         rclpy.shutdown()
+
+
+@pytest.fixture
+def deployment(tmp_path, reach_checkpoint):
+    deployments: list[Deployment] = []
+
+    def make(**deploy: object) -> Deployment:
+        checkpoint = deploy.pop("checkpoint", reach_checkpoint)
+        d = Deployment(tmp_path, checkpoint, SCENE, **deploy)  # type: ignore[arg-type]
+        deployments.append(d)
+        return d
+
+    yield make
+    for d in deployments:
+        d.close()

@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from std_srvs.srv import Trigger
 
 PACKAGE = Path(__file__).resolve().parents[1]
 CONFIG = PACKAGE / "config"
@@ -84,6 +86,9 @@ def write_params(path: Path, node: str, params: dict[str, Any]) -> Path:
 
 class Client:
     """A plain rclpy node in the test process, spun in a background thread."""
+
+    sensor_qos = qos_profile_sensor_data
+    reliable_qos = RELIABLE
 
     def __init__(self, name: str = "vla_test_client", watch: list[NodeProcess] = ()) -> None:
         self.watch = list(watch)  # processes whose death fails a wait at once
@@ -164,3 +169,62 @@ def init() -> None:
 
 def python() -> str:
     return sys.executable
+
+
+PANDA = CONFIG / "panda.yaml"
+CONFIGURE, ACTIVATE = Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE
+
+
+class Deployment:
+    """sim_robot + vla_deploy processes and a client, as ``sim.launch.py`` would start them."""
+
+    def __init__(
+        self, tmp: Path, checkpoint: Path | str, scene: int, sim: bool = True, **deploy: object
+    ) -> None:
+        sim_params = write_params(
+            tmp / "sim.yaml",
+            "sim_robot",
+            {"task": "reach", "seed": scene, "seed_stride": 0, "image_size": [32, 32]},
+        )
+        params = {
+            "checkpoint": str(checkpoint),
+            "instruction": "reach the red ball",
+            "reset_service": "/sim_robot/reset",
+            "success_topic": "/sim_robot/success",
+            "max_steps": 60,
+            "deploy_overrides": ["executor.horizon=4"],
+            **deploy,
+        }
+        dep = write_params(tmp / "deploy.yaml", "vla_deploy", params)
+        self.sim = NodeProcess("sim_robot", [PANDA, sim_params], tmp / "sim.log") if sim else None
+        self.node = NodeProcess("vla_deploy", [PANDA, dep], tmp / "deploy.log")
+        self.client = Client(watch=[self.node] + ([self.sim] if self.sim else []))
+        self.diagnostics = self.client.collect(DiagnosticArray, "/diagnostics")
+
+    def up(self) -> None:
+        assert self.client.transition("vla_deploy", CONFIGURE), self.node.log()[-3000:]
+        assert self.client.transition("vla_deploy", ACTIVATE)
+
+    def episode(self, timeout: float = 30.0) -> dict[str, str]:
+        """Start an episode and wait until the node reports it over (written, the arm holding)."""
+        res = self.client.call(Trigger, "/vla_deploy/start_episode")
+        assert res.success, res.message
+        number = res.message.split()[1]  # "episode <n> started"
+
+        def ended() -> bool:
+            return any(
+                diagnostics_value(m, "episode") == number and diagnostics_value(m, "state") == "idle"
+                for _, m in list(self.diagnostics)
+            )
+
+        wait_for(ended, timeout, f"episode {number} to end")
+        return self.last()
+
+    def last(self) -> dict[str, str]:
+        return {kv.key: kv.value for kv in self.diagnostics[-1][1].status[0].values}
+
+    def close(self) -> None:
+        self.client.close()
+        self.node.stop()
+        if self.sim is not None:
+            self.sim.stop()

@@ -7,85 +7,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SCENE
-from diagnostic_msgs.msg import DiagnosticArray
 from lifecycle_msgs.msg import Transition
-from ros_helpers import CONFIG, Client, NodeProcess, diagnostics_value, wait_for, write_params
+from ros_helpers import ACTIVATE, CONFIGURE, Client, wait_for
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
-PANDA = CONFIG / "panda.yaml"
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
 ARM_TOPIC = "/joint_trajectory_controller/joint_trajectory"
-CONFIGURE, ACTIVATE = Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE
 DEACTIVATE, CLEANUP = Transition.TRANSITION_DEACTIVATE, Transition.TRANSITION_CLEANUP
-
-
-class Deployment:
-    """sim_robot + vla_deploy processes and a client, as ``sim.launch.py`` would start them."""
-
-    def __init__(self, tmp: Path, checkpoint: Path | str, sim: bool = True, **deploy: object) -> None:
-        sim_params = write_params(
-            tmp / "sim.yaml",
-            "sim_robot",
-            {"task": "reach", "seed": SCENE, "seed_stride": 0, "image_size": [32, 32]},
-        )
-        params = {
-            "checkpoint": str(checkpoint),
-            "instruction": "reach the red ball",
-            "reset_service": "/sim_robot/reset",
-            "success_topic": "/sim_robot/success",
-            "max_steps": 60,
-            "deploy_overrides": ["executor.horizon=4"],
-            **deploy,
-        }
-        dep = write_params(tmp / "deploy.yaml", "vla_deploy", params)
-        self.sim = NodeProcess("sim_robot", [PANDA, sim_params], tmp / "sim.log") if sim else None
-        self.node = NodeProcess("vla_deploy", [PANDA, dep], tmp / "deploy.log")
-        self.client = Client(watch=[self.node] + ([self.sim] if self.sim else []))
-        self.diagnostics = self.client.collect(DiagnosticArray, "/diagnostics")
-
-    def up(self) -> None:
-        assert self.client.transition("vla_deploy", CONFIGURE), self.node.log()[-3000:]
-        assert self.client.transition("vla_deploy", ACTIVATE)
-
-    def episode(self, timeout: float = 30.0) -> dict[str, str]:
-        n = len(self.diagnostics)
-        res = self.client.call(Trigger, "/vla_deploy/start_episode")
-        assert res.success, res.message
-        wait_for(lambda: self._state(n) == "running", timeout, "the episode to start")
-        wait_for(lambda: self._state(n) == "idle", timeout, "the episode to end")
-        return self.last()
-
-    def _state(self, since: int) -> str | None:
-        d = self.diagnostics[since:]
-        return diagnostics_value(d[-1][1], "state") if d else None
-
-    def last(self) -> dict[str, str]:
-        return {kv.key: kv.value for kv in self.diagnostics[-1][1].status[0].values}
-
-    def close(self) -> None:
-        self.client.close()
-        self.node.stop()
-        if self.sim is not None:
-            self.sim.stop()
-
-
-@pytest.fixture
-def deployment(tmp_path, reach_checkpoint):
-    deployments: list[Deployment] = []
-
-    def make(**deploy: object) -> Deployment:
-        checkpoint = deploy.pop("checkpoint", reach_checkpoint)
-        d = Deployment(tmp_path, checkpoint, **deploy)  # type: ignore[arg-type]
-        deployments.append(d)
-        return d
-
-    yield make
-    for d in deployments:
-        d.close()
 
 
 def test_reach_episode_succeeds_between_processes(deployment, tmp_path):
