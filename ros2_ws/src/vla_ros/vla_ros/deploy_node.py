@@ -81,6 +81,7 @@ class Diagnostics:
         latency = d.runner.last_latency_s
         comp = stack.compensator
         fault = stack.fault
+        horizons = stack.executor.horizons
         self.state = {
             "state": "holding" if step.out.holding else "running",
             "episode": str(self.node.episodes),
@@ -88,7 +89,8 @@ class Diagnostics:
             "period_ms": "" if period is None else f"{1000 * period:.2f}",
             "work_ms": f"{1000 * step.work_s:.2f}",
             "inference_latency_ms": "" if latency is None else f"{1000 * latency:.1f}",
-            "upcycled_horizon": str(stack.executor.horizons[-1]) if stack.executor.horizons else "",
+            "horizon": str(horizons[-1] if horizons else stack.executor.horizon),  # upcycled, else h
+            "upcycling": "on" if stack.executor.upcycle is not None else "off",
             "compensation": "off" if comp is None else f"on (fits {comp.fits}, samples {comp.samples})",
             "intervention": str(bool(step.out.is_intervention)).lower(),
             "safety": "ok" if fault is None else "fault",
