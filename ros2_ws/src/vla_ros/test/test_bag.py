@@ -10,12 +10,14 @@ import threading
 from pathlib import Path
 
 import numpy as np
+from ros_helpers import wait_for
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Bool, Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
+ARM_CAMERA = "/cameras/agentview/image_raw"
 TOPICS = {
     "/joint_states": (JointState, "sensor_msgs/msg/JointState", False),
     "/cameras/agentview/image_raw": (Image, "sensor_msgs/msg/Image", True),
@@ -50,9 +52,9 @@ class BagRecorder:
         with self.lock:
             self.messages.append((topic, int(self.client.now() * 1e9), raw))
 
-    @property
-    def count(self) -> int:
-        return len(self.messages)
+    def topics(self) -> set[str]:
+        with self.lock:
+            return {topic for topic, _, _ in self.messages}
 
     def close(self) -> None:
         store = get_typestore(Stores.ROS2_JAZZY)
@@ -70,12 +72,17 @@ def test_a_recorded_deployment_converts_to_a_valid_dataset(deployment, tmp_path)
     from vla.data.validate import validate_dataset
 
     d = deployment(max_steps=30)
-    bags = {"mcap": tmp_path / "bag_mcap", "sqlite3": tmp_path / "bag_sqlite3"}
-    recorder = BagRecorder(d.client, bags)
     d.up()
+    bags = {"mcap": tmp_path / "bag_mcap", "sqlite3": tmp_path / "bag_sqlite3"}
+    recorder = BagRecorder(d.client, bags)  # recording from here on, as `ros2 bag record` would
+    node = d.client.node
+    wait_for(lambda: all(node.count_publishers(t) for t in TOPICS), 20, "every recorded topic's publisher")
+    wait_for(lambda: {"/joint_states", ARM_CAMERA} <= recorder.topics(), 20, "recorded joint states, frames")
     state = d.episode()
     recorder.close()
-    assert state["last_success"] == "true" and recorder.count > 50
+    assert state["last_success"] == "true", state
+    missing = set(TOPICS) - recorder.topics()
+    assert not missing, missing
     assert list((tmp_path / "bag_mcap").glob("*.mcap")) and list((tmp_path / "bag_sqlite3").glob("*.db3"))
 
     steps = int(state["last_steps"])
@@ -95,7 +102,7 @@ def test_a_recorded_deployment_converts_to_a_valid_dataset(deployment, tmp_path)
         assert "validated" in res.stdout
         report = validate_dataset(out)
         assert report.num_episodes == 1
-        # the bag spans a little before and after the episode (the node's hold, the sim's idle periods)
+        # the bag spans the episode and a little before and after it (the sim's idle periods)
         assert steps <= report.num_frames <= steps + 40, (steps, report.num_frames)
         frames = _table(out)
         assert frames["observation.state"].shape[1] == 8
