@@ -16,7 +16,10 @@ from vla.data import EpisodeSpec, EpisodeWriter
 SPEC = EpisodeSpec(cameras={"agentview": (32, 32), "wrist": (32, 32)}, state_dim=8, action_dim=8, fps=10)
 
 
-def write_toy_episodes(root: Path, n: int = 16, seed: int = 0) -> Path:
+def write_toy_episodes(
+    root: Path, n: int = 16, seed: int = 0, source: str = "policy", flip_success: bool = False
+) -> Path:
+    """``flip_success``: the same frames with the opposite episode outcomes (labels only)."""
     rng = np.random.default_rng(seed)
     with EpisodeWriter(root, SPEC) as w:
         for e in range(n):
@@ -45,5 +48,5 @@ def write_toy_episodes(root: Path, n: int = 16, seed: int = 0) -> Path:
                         "task": "toy task",
                     }
                 )
-            w.end_episode(success=success, source="policy")
+            w.end_episode(success=success != flip_success, source=source)
     return root

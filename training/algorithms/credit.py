@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import torch
 from safetensors.torch import load_file, save_file
+from torch import Tensor
 
 from training.algorithms.base import ALGORITHMS, AlgoConfig, GradientAlgorithm
 from training.critics import CRITICS
@@ -33,6 +34,8 @@ class CreditAlgorithm(GradientAlgorithm):
     critic_name: ClassVar[str] = ""
     label_keys: ClassVar[tuple[str, ...]] = ()
 
+    critic: Any = None  # the fitted critic (None when its labels were reloaded on resume)
+
     def prepare(self, data: Any, out: Any, progress: bool = True) -> dict[str, float]:
         folder = Path(out) / "critic"
         if (folder / LABELS_FILE).is_file():  # resume: the labels of the critic fitted at the start
@@ -43,6 +46,7 @@ class CreditAlgorithm(GradientAlgorithm):
         else:
             cls = CRITICS.get(self.critic_name)
             critic = cls(cls.config_class(**self.config.critic), data, self.policy, progress)  # type: ignore[attr-defined]
+            self.critic = critic
             history = critic.fit()
             labels = critic.label()
             k = max(1, len(history) // 10)
@@ -122,11 +126,18 @@ class AdvantageWeighted(CreditAlgorithm):
 class ALOE(AdvantageWeighted):
     """Advantage-weighted flow matching with a chunk-level TD Q ensemble evaluating the current policy:
 
-        w = min(exp((Q(o, A) - mean_{j<M} Q(o, A'_j)) / beta), w_max),  A'_j ~ pi(. | o),
+        y = sum_{i<H} gamma^i r_{t+i} + gamma^H (1 - done) agg_k Qbar_k(o_{t+H}, A'),
+                                                          A' ~ pi_theta(. | o_{t+H}),
+        w = min(exp((Q(o, A) - mean_{j<M} Q(o, A'_j)) / beta), w_max),  A'_j ~ pi_theta(. | o),
         L(theta) = E [ w L_FM(theta; o, A) ] / E [ w ].
 
+    The ensemble is first fitted for the base policy (``critic.steps``), then (``critic.online``, the
+    spec's default) keeps training during actor training: every actor step takes one TD step on the
+    batch with A' sampled from the *current* actor, and the batch's weights use the updated Q and fresh
+    samples of the current actor (normalised to mean 1 over the batch). ``critic.online=false`` is the
+    one-step variant: weights labelled once from the base policy's Q (preset ``posttrain_aloe_onestep``).
     With ``critic.mode=indicator`` the thresholded advantage conditions the policy as in RECAP instead
-    (CFG scale ``guidance`` at inference).
+    (CFG scale ``guidance`` at inference; one-step only).
     """
 
     critic_name = "chunk_q"
@@ -134,6 +145,10 @@ class ALOE(AdvantageWeighted):
     @property
     def indicator(self) -> bool:
         return self.config.critic.get("mode", "weight") == "indicator"  # type: ignore[attr-defined]
+
+    @property
+    def online(self) -> bool:
+        return bool(self.config.critic.get("online", True)) and not self.indicator  # type: ignore[attr-defined]
 
     def needed_labels(self) -> tuple[str, ...]:
         return ("cond",) if self.indicator else ("weight",)
@@ -143,13 +158,79 @@ class ALOE(AdvantageWeighted):
         if self.indicator:
             self.policy.config.inference_cond = 1
             self.policy.config.inference_guidance = self.config.guidance  # type: ignore[attr-defined]
+        if self.online:
+            if (
+                self.critic is None
+            ):  # resumed: the warm-started critic; its latest state comes with train_state
+                from training.critics.base import load_critic_weights
+
+                cls = CRITICS.get(self.critic_name)
+                cfg = cls.config_class(**self.config.critic)  # type: ignore[attr-defined]
+                self.critic = load_critic_weights(cls(cfg, data, self.policy, progress), Path(out) / "critic")
+            c = self.critic
+            params = [p for p in c.parameters() if p.requires_grad]
+            self.critic_params = params
+            self.critic_optimizer = torch.optim.AdamW(
+                params, lr=c.cfg.lr_online, weight_decay=c.cfg.weight_decay
+            )
+            self.sample_generator = torch.Generator().manual_seed(c.cfg.seed + 2)
+            data.labels["frame"] = torch.arange(len(data))  # the batch's frame indices, for the critic
         return summary
+
+    def critic_step(self, idx: Tensor) -> tuple[float, Tensor]:
+        """One TD step of the ensemble with A' ~ the current actor at o_{t+H}; returns the loss and M fresh
+        chunks of the current actor at o_t [B, M, H, A]."""
+        c = self.critic
+        m = c.cfg.samples
+        nxt = c.next_frames(idx)
+        drawn = c.policy_chunks(self.policy, torch.cat([nxt, idx]), 1 + m, self.sample_generator)
+        boot, baseline = drawn[: len(idx), 0], drawn[len(idx) :, 1:]
+        c.train()
+        loss = c.loss(idx, boot).mean()
+        if not bool(torch.isfinite(loss.detach())):
+            raise FloatingPointError(f"aloe: the online critic's loss is {loss.item()}")
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.critic_params, 10.0)
+        self.critic_optimizer.step()
+        c.after_step()
+        c.eval()
+        return float(loss.detach()), baseline
 
     def update(self, batch: Batch) -> dict[str, float]:
         if self.indicator:
             per_sample = self.policy.loss(batch, cond=batch["cond"], generator=self.generator)
             return self.step(per_sample.mean())
-        return super().update(batch)
+        if not self.online:
+            return super().update(batch)
+        from training.critics.targets import advantage_weights
+
+        idx = batch["frame"].long().cpu()
+        critic_loss, baseline = self.critic_step(idx)
+        with torch.no_grad():
+            _, adv = self.critic.advantage(idx, baseline)
+            w = advantage_weights(adv, self.critic.cfg.beta, self.critic.cfg.w_max)
+            w = w / w.mean().clamp(min=1e-8)
+        per_sample = self.policy.loss(batch, generator=self.generator)  # [B]
+        w = w.to(per_sample.device)
+        metrics = self.step((w * per_sample).sum() / w.sum().clamp(min=1e-8))
+        metrics.update(critic_loss=critic_loss, weight_max=float(w.max()), advantage_mean=float(adv.mean()))
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        if self.online and self.critic is not None:
+            state["critic"] = {k: v.detach().clone() for k, v in self.critic.state_dict().items()}
+            state["critic_optimizer"] = self.critic_optimizer.state_dict()
+            state["sample_generator"] = self.sample_generator.get_state()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        if self.online and "critic" in state:
+            self.critic.load_state_dict(state["critic"], strict=False)
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+            self.sample_generator.set_state(state["sample_generator"])
 
 
 @ALGORITHMS.register("habc")
@@ -158,10 +239,38 @@ class HABC(AdvantageWeighted):
 
     A_hat = (1 - g) z(A_v) + g z(A_e),  g = sigmoid(kappa (V_v(s) - tau)),
     w = clip(exp(A_hat / beta), 0, w_max) (mean 1), w = 1 on human frames,
-    L(theta) = E [ w L_FM(theta; o, A) ] / E [ w ].
+    L(theta) = E [ w L_FM(theta; o, A) ] / E [ w ],
+
+    with z the standardisation over each batch's autonomous frames (``critic.standardise="batch"``, the
+    spec) or over the dataset once (``"dataset"``).
     """
 
     critic_name = "habc"
+
+    @property
+    def per_batch(self) -> bool:
+        return self.config.critic.get("standardise", "batch") == "batch"  # type: ignore[attr-defined]
+
+    def needed_labels(self) -> tuple[str, ...]:
+        return ("a_v", "a_e", "gate", "human") if self.per_batch else ("weight",)
+
+    def batch_weights(self, batch: Batch) -> Tensor:
+        """w of the batch's frames, z taken over the batch's autonomous frames [B]."""
+        from training.critics.habc import HABCConfig
+        from training.critics.targets import habc_weights
+
+        c = HABCConfig(**self.config.critic)  # type: ignore[attr-defined]
+        return habc_weights(batch["a_v"], batch["a_e"], batch["gate"], batch["human"].bool(), c.beta, c.w_max)
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        if not self.per_batch:
+            return super().update(batch)
+        per_sample = self.policy.loss(batch, generator=self.generator)  # [B]
+        w = self.batch_weights(batch).to(per_sample.device)
+        metrics = self.step((w * per_sample).sum() / w.sum().clamp(min=1e-8))
+        metrics["weight_mean"] = float(w.mean())
+        metrics["weight_max"] = float(w.max())
+        return metrics
 
 
 @ALGORITHMS.register("awbc")

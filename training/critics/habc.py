@@ -20,24 +20,37 @@ class HABCConfig(CriticConfig):
     beta: float = 0.05  # w = clip(exp(A_hat / beta), 0, w_max) on standardised advantages
     w_max: float = 20.0
     efficiency_weight: float = 1.0  # of the efficiency regression in the joint loss
+    # z(.) of A_hat: "batch" standardises over each actor batch's autonomous frames (the spec); "dataset"
+    # once over all autonomous frames (the variant used before; kept for the ablation)
+    standardise: str = "batch"
+    # outcome labels only from segments the current policy executed (the spec); a list of sources whose
+    # autonomous segments also count (e.g. ["policy", "demo", "scripted"], the old behaviour)
+    label_sources: tuple[str, ...] = ("policy",)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.beta <= 0 or self.w_max <= 0:
             raise ValueError(f"beta={self.beta} and w_max={self.w_max} must be > 0")
+        if self.standardise not in ("batch", "dataset"):
+            raise ValueError(f"standardise={self.standardise!r}: use 'batch' or 'dataset'")
+        self.label_sources = tuple(self.label_sources)
 
 
 @CRITICS.register("habc")
 class ViabilityEfficiencyCritic(Critic):
-    """Two heads on autonomous segments (an autonomous segment ending at a takeover is a failure):
+    """Two heads on the autonomous segments the current policy executed (``source`` in ``label_sources``,
+    "policy" by default; an autonomous segment ending at a takeover is a failure):
 
-        V_v(s) = P(success):        L_v = BCE(V_v(s_t), y_seg)         on every autonomous segment
+        V_v(s) = P(success):        L_v = BCE(V_v(s_t), y_seg)         on every such segment
         V_e(s) = -(steps to go)/T:  L_e = (V_e(s_t) + (T_seg - 1 - t)/T_max)^2   on successful ones
 
-    Per transition: A_v = V_v(s_{t+1}) - V_v(s_t), A_e = -1/T_max + V_e(s_{t+1}) - V_e(s_t) (at a segment
-    end the next values are the outcome: V_v = y, V_e = 0 on success, -1 on failure);
-    g_t = sigmoid(kappa (V_v(s_t) - tau)); A_hat = (1 - g) z(A_v) + g z(A_e);
-    w = clip(exp(A_hat / beta), 0, w_max), mean 1 over autonomous frames; human frames w = 1 (plain BC).
+    Per transition, every autonomous frame (demonstrations included: they are actor data, not outcome
+    labels): A_v = V_v(s_{t+1}) - V_v(s_t), A_e = -1/T_max + V_e(s_{t+1}) - V_e(s_t); at the end of a
+    labelled segment the next values are its outcome (V_v = y, V_e = 0 on success, -1 on failure), at the
+    end of an unlabelled one the heads' own values; g_t = sigmoid(kappa (V_v(s_t) - tau)).
+    The actor's weight, A_hat = (1 - g) z(A_v) + g z(A_e), w = clip(exp(A_hat / beta), 0, w_max) renormalised
+    to mean 1, human frames w = 1, is formed per actor batch (``standardise="batch"``, z over the batch's
+    autonomous frames: :meth:`batch_weights`), or once over the dataset (``"dataset"``).
     """
 
     config_class = HABCConfig
@@ -53,9 +66,11 @@ class ViabilityEfficiencyCritic(Critic):
         self.succ_seg = torch.zeros(n, dtype=torch.bool)
         self.seg_end = torch.zeros(n, dtype=torch.long)  # absolute end (exclusive) of the frame's segment
         auto = torch.zeros(n, dtype=torch.bool)
+        labelled = torch.zeros(n, dtype=torch.bool)  # autonomous frames of segments the policy executed
         t_max = cfg.reward.t_max
         for e, meta in enumerate(data.episodes):
             sl = data.episode_frames(e)
+            by_policy = meta.source in cfg.label_sources
             for start, end, human, ok in habc_segments(data.is_intervention[sl].numpy(), meta.success):
                 a, b = sl.start + start, sl.start + end
                 self.seg_end[a:b] = b
@@ -63,10 +78,14 @@ class ViabilityEfficiencyCritic(Critic):
                 self.succ_seg[a:b] = ok
                 self.y_e[a:b] = -torch.arange(b - a - 1, -1, -1, dtype=torch.float32) / t_max
                 auto[a:b] = not human
-        self.autonomous = auto
-        self.train_frames = torch.nonzero(auto).squeeze(1)
+                labelled[a:b] = by_policy and not human
+        self.autonomous, self.labelled = auto, labelled
+        self.train_frames = torch.nonzero(labelled).squeeze(1)
         if len(self.train_frames) == 0:
-            raise ValueError("habc: no autonomous frames to fit the critic on")
+            raise ValueError(
+                f"habc: no autonomous frames from episodes with source in {list(cfg.label_sources)} to fit "
+                "the critic on (outcome labels come only from segments the policy executed: add rollouts)"
+            )
 
     def heads(self, feat: Tensor) -> tuple[Tensor, Tensor]:
         """(V_v logit, V_e) [B] each."""
@@ -90,14 +109,25 @@ class ViabilityEfficiencyCritic(Critic):
         nxt = torch.arange(n) + 1
         at_end = nxt >= self.seg_end
         nxt = torch.minimum(nxt, torch.tensor(n - 1))
-        v_v_next = torch.where(at_end, self.y_v, v_v[nxt])
-        v_e_next = torch.where(at_end, torch.where(self.succ_seg, 0.0, -1.0), v_e[nxt])
+        outcome_v = torch.where(self.labelled, self.y_v, v_v)  # unlabelled segments: no outcome label
+        outcome_e = torch.where(self.labelled, torch.where(self.succ_seg, 0.0, -1.0), v_e)
+        v_v_next = torch.where(at_end, outcome_v, v_v[nxt])
+        v_e_next = torch.where(at_end, outcome_e, v_e[nxt])
         a_v = v_v_next - v_v
         a_e = -1.0 / cfg.reward.t_max + v_e_next - v_e
         gate = habc_gate(v_v, cfg.gate_tau, cfg.gate_kappa)
         human = ~self.autonomous
-        w = habc_weights(a_v, a_e, gate, human, cfg.beta, cfg.w_max)
+        w = habc_weights(a_v, a_e, gate, human, cfg.beta, cfg.w_max)  # the "dataset" standardisation
         auto = self.autonomous
         a_hat = (1 - gate) * standardise(a_v, auto) + gate * standardise(a_e, auto)
         a_hat = torch.where(human, torch.zeros(()), a_hat)  # diagnostics: the gated, standardised advantage
-        return {"weight": w, "value": v_v, "efficiency": v_e, "gate": gate, "advantage": a_hat}
+        return {
+            "weight": w,
+            "a_v": a_v,
+            "a_e": a_e,
+            "gate": gate,
+            "human": human,
+            "value": v_v,
+            "efficiency": v_e,
+            "advantage": a_hat,
+        }

@@ -34,6 +34,11 @@ class QChunkConfig(CriticConfig):
     w_max: float = 20.0
     mode: str = "weight"  # "weight" (advantage-weighted) or "indicator" (threshold, RECAP's path)
     positive_fraction: float = 0.3
+    # ALOE as specified: the ensemble keeps training during actor training, one TD step per actor step,
+    # with A' sampled from the current actor (bootstrap and baseline). False: the one-step variant (Q fitted
+    # once for the base policy, weights labelled once before actor training)
+    online: bool = True
+    lr_online: float = 3e-4  # the critic's learning rate during actor training
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -89,25 +94,27 @@ class ChunkQCritic(Critic):
         self.samples = self._policy_samples(policy)  # [N, M, H, A] normalised
 
     def _policy_samples(self, policy) -> Tensor:
+        """M chunks of ``policy`` for every frame (the base policy, before actor training)."""
         cfg: QChunkConfig = self.cfg  # type: ignore[assignment]
         gen = torch.Generator().manual_seed(cfg.seed + 1)
-        out = []
-        was_training = policy.training
-        policy.eval()
         n = len(self.data)
         step = max(1, cfg.feature_batch // cfg.samples)
+        batches = tqdm(range(0, n, step), desc="policy chunks", disable=not self.progress, unit="batch")
+        return torch.cat(
+            [self.policy_chunks(policy, torch.arange(s, min(s + step, n)), cfg.samples, gen) for s in batches]
+        )
+
+    def policy_chunks(self, policy, idx: Tensor, m: int, generator: torch.Generator) -> Tensor:
+        """``m`` chunks A' ~ pi(. | o) of ``policy`` for each frame of ``idx``, normalised: [B, m, H, A]."""
+        was_training = policy.training
+        policy.eval()
         with torch.no_grad():
-            for s in tqdm(range(0, n, step), desc="policy chunks", disable=not self.progress, unit="batch"):
-                idx = torch.arange(s, min(s + step, n)).repeat_interleave(cfg.samples)
-                chunk = policy.sample_chunk(self.data.observations(idx), generator=gen).float().cpu()
-                chunk = chunk[:, : self.h]
-                if chunk.shape[1] < self.h:  # a critic chunk longer than the policy's: hold the last action
-                    chunk = torch.cat([chunk, chunk[:, -1:].expand(-1, self.h - chunk.shape[1], -1)], 1)
-                out.append(
-                    ((chunk - self.a_mean) / self.a_std).view(-1, cfg.samples, self.h, chunk.shape[-1])
-                )
+            obs = self.data.observations(idx.repeat_interleave(m))
+            chunk = policy.sample_chunk(obs, generator=generator).float().cpu()[:, : self.h]
         policy.train(was_training)
-        return torch.cat(out)
+        if chunk.shape[1] < self.h:  # a critic chunk longer than the policy's: hold the last action
+            chunk = torch.cat([chunk, chunk[:, -1:].expand(-1, self.h - chunk.shape[1], -1)], 1)
+        return ((chunk - self.a_mean) / self.a_std).view(-1, m, self.h, chunk.shape[-1])
 
     def q_values(self, feat: Tensor, chunk: Tensor, target: bool = False) -> Tensor:  # [K, B]
         return (self.ensemble_target if target else self.ensemble)(feat, chunk)
@@ -117,7 +124,14 @@ class ChunkQCritic(Critic):
         with torch.no_grad():
             return self.q_values(self.features.encode(obs), (chunk - self.a_mean) / self.a_std)
 
-    def td_target(self, idx: Tensor) -> Tensor:  # [B]
+    def next_frames(self, idx: Tensor) -> Tensor:
+        """o_{t+H} of each frame (the episode's last frame when the chunk reaches its end)."""
+        steps = idx + self.h - 1
+        end = self.data.episode_end[idx]
+        return torch.minimum(torch.minimum(steps, end - 1) + 1, end - 1)
+
+    def td_target(self, idx: Tensor, boot_chunks: Tensor | None = None) -> Tensor:  # [B]
+        """y_t; ``boot_chunks`` [B, H, A] (normalised): A' at o_{t+H}, default the base policy's sample."""
         cfg: QChunkConfig = self.cfg  # type: ignore[assignment]
         steps = idx[:, None] + torch.arange(self.h)[None]  # [B, H]
         end = self.data.episode_end[idx][:, None]
@@ -125,20 +139,27 @@ class ChunkQCritic(Critic):
         steps_c = torch.minimum(steps, end - 1)
         rewards = torch.where(inside, self.rewards[steps_c], torch.zeros(()))
         dones = self.done[steps_c] | ~inside
-        nxt = steps_c[:, -1] + 1  # o_{t+H} (only used where no terminal is inside the chunk)
-        nxt = torch.minimum(nxt, self.data.episode_end[idx] - 1)
+        nxt = self.next_frames(idx)  # only used where no terminal is inside the chunk
+        chunks = self.samples[nxt, 0] if boot_chunks is None else boot_chunks
         with torch.no_grad():
             boot = aggregate_heads(
-                self.q_values(self.features(nxt), self.samples[nxt, 0], target=True),
-                cfg.aggregate,
-                self.generator,
+                self.q_values(self.features(nxt), chunks, target=True), cfg.aggregate, self.generator
             )
         return chunk_td_target(rewards, dones, boot, cfg.gamma)
 
-    def loss(self, idx: Tensor) -> Tensor:
-        y = self.td_target(idx)
+    def loss(self, idx: Tensor, boot_chunks: Tensor | None = None) -> Tensor:
+        y = self.td_target(idx, boot_chunks)
         q = self.q_values(self.features(idx), self.chunks(idx, self.h))  # [K, B]
         return (q - y[None]).pow(2).sum(0)
+
+    def advantage(self, idx: Tensor, policy_chunks: Tensor) -> tuple[Tensor, Tensor]:
+        """(Q(o, A_t), A(o, A_t) = Q(o, A_t) - mean_j Q(o, A'_j)) [B] each, ensemble means; ``policy_chunks``
+        [B, M, H, A] normalised."""
+        feat = self.features(idx)
+        q_data = self.q_values(feat, self.chunks(idx, self.h)).mean(0)
+        m = policy_chunks.shape[1]
+        q_pi = self.q_values(feat.repeat_interleave(m, 0), policy_chunks.flatten(0, 1)).mean(0)
+        return q_data, q_data - q_pi.view(-1, m).mean(1)
 
     def after_step(self) -> None:
         polyak_update(self.ensemble_target, self.ensemble, self.cfg.polyak)  # type: ignore[attr-defined]
@@ -147,12 +168,7 @@ class ChunkQCritic(Critic):
         cfg: QChunkConfig = self.cfg  # type: ignore[assignment]
 
         def adv(idx: Tensor) -> Tensor:
-            feat = self.features(idx)
-            q_data = self.q_values(feat, self.chunks(idx, self.h)).mean(0)
-            m = cfg.samples
-            feat_m = feat.repeat_interleave(m, 0)
-            q_pi = self.q_values(feat_m, self.samples[idx].flatten(0, 1)).mean(0).view(-1, m).mean(1)
-            return torch.stack([q_data, q_data - q_pi], -1)
+            return torch.stack(self.advantage(idx, self.samples[idx]), -1)
 
         both = self.per_frame(adv, batch=1024)
         value, a = both[:, 0], both[:, 1]
