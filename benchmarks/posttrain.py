@@ -1,28 +1,42 @@
-"""One post-training method against the control ("SFT continued on the same data"), over seeds.
+"""Post-training methods against the two simple baselines, on identical data, init, steps and episodes.
 
-    python benchmarks/posttrain.py --method recap --seeds 3      # or aloe | habc | awbc
+    python benchmarks/posttrain.py --method <recap|aloe|habc|awbc|all> --task <reach|pick_place> --seeds 3
+    python benchmarks/posttrain.py ... --phase tune       # the tuning seed range (never the reported one)
 
-On the fixed task (reach by default):
+Arms (all from the same base SFT, post-trained for the same steps on the same demos + rollouts):
 
-1. 100 DART expert demos plus 200 demos of a sloppy demonstrator -- a miscalibrated operator whose
-   every goal is off by ``aim_bias`` (5 cm along x) plus N(0, aim_std^2) per episode, so nearly all of
-   its demos fail (kept as failed demos) -- the mixed-quality data that credit methods are for and plain
-   BC imitates; collected once; then a deliberately weak base SFT on both (few steps; cached).
-   Earlier designs (docs/results.md): ``--sloppy 100`` is session 6's; ``--sloppy 100 --aim-bias 0,0,0
-   --aim-std 0.04`` is session 4/5's (zero-mean near misses, which partly average out under BC and
-   leave only ~7 points to any filtering);
-2. per seed s: rollouts of the base with the simulated operator (HG-DAgger takeovers), shared by the
-   method and the control of that seed;
-3. the control: ``vla-train experiment=posttrain_sft`` from the base on demos + rollouts (cached per seed);
-4. the method: ``vla-train experiment=posttrain_<method>`` from the base on the same data;
-5. both evaluated on the same episodes.
+- ``control``: SFT continued on all data (``experiment=posttrain_sft``);
+- ``filtered_bc``: the same on successful episodes only (``data.only_success=true``): it uses the same episode
+  success labels the critics use;
+- the method(s): ``experiment=posttrain_<method>``, one preset per method, the same on every task.
 
-Everything is cached under ``--out``; a design's folder records its settings in ``design.json``, and a
-run whose --base-steps, --rollouts, --eval-episodes, --horizon or demo settings differ stops with an
-error instead of reusing caches made with others.
+A method's headline is its lift over the *stronger* of the two baselines.
 
-Writes benchmarks/results/posttrain_<method>.json, a markdown table (mean and 95% interval over seeds)
-into docs/results.md, and prints ``lift over control: <points>`` as its last line.
+**Data design** (:data:`DESIGN`, frozen before any reporting run; chosen by what the base SFT and the
+baselines do, never by what a method does): DART expert demos (fast, clean); as many *successful but slow*
+demos (every free-space move detours through a random point up to 12 cm off its path, so they succeed
+later: every successful demo looks alike to a filter, but not to a critic that credits time); sloppy demos
+of a miscalibrated operator (goal off by 5 cm plus noise; mostly failures, kept as failures); then per seed
+rollouts of the base with the simulated operator taking over (HG-DAgger), shared by every arm of that seed
+(``loop.rollouts_dir``). The rounds are ``training/closed_loop.py``'s (one round per arm).
+
+**Seeds**: evaluation episodes and rollouts use disjoint seed ranges per phase (:data:`PHASES`): ``tune``
+(evaluation 30000+, rollouts 300000+) for choosing settings, ``report`` (evaluation 40000+, rollouts
+400000+) for the record. Training seed s = 0..seeds-1 per arm; every arm of a seed is evaluated on the same
+``--eval-episodes`` episodes.
+
+**Metrics** per arm and seed: success rate; time to success (mean control steps of the successful
+episodes: each ends at its success); successes per 1000 control steps (RECAP's throughput). Over seeds: the
+mean and a 95% t-interval of each, and of each difference to a baseline (paired by seed).
+
+**Caches** are keyed by what made them: each arm's folder is named by a hash of its resolved training
+config plus the code version (git tree hashes of ``vla/ policies/ training/ sim/ configs/``, and a hash of
+their uncommitted diff); the base and the demos likewise. A changed preset or code trains anew.
+
+Writes ``benchmarks/results/posttrain_<task>.json`` (report phase; every arm of the table from this one run,
+with its config hash, the commit, machine, date and wall time) and the table into ``docs/results.md``.
+Prints, per method, ``lift over control: <pts>``, ``lift over filtered BC: <pts>`` and
+``time to success: <method> vs <best baseline>``.
 """
 
 from __future__ import annotations
@@ -31,29 +45,66 @@ import argparse
 import hashlib
 import json
 import math
+import subprocess
 import time
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from _demos import DART, ensure_demos
+from _provenance import provenance
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 import sim  # noqa: F401  (GL backend before mujoco)
-from sim.evaluation import EvalConfig, evaluate
 from sim.experts import ExpertNoise
-from sim.rollout import RolloutConfig, rollout
-from sim.teleop import TeleopConfig
+from training.closed_loop import closed_loop
 from training.config import TrainConfig
-from training.loop import train
+from training.loop import env_runner, train
 from training.scripts.train import ConfigStore  # noqa: F401  (registers the train schema)
 from vla.hydra_utils import CONFIG_DIR
-from vla.runtime.config import DeployConfig, ExecutorConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 DOCS = ROOT / "docs" / "results.md"
-DEFAULT_STEPS = 1000
+METHODS = ("recap", "aloe", "habc", "awbc")
 T_975 = {1: 12.71, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+# the data design per task (frozen; see the module docstring)
+DESIGN: dict[str, dict[str, Any]] = {
+    task: {
+        "experts": 100,
+        "slow": 100,
+        "slow_noise": {"detour_prob": 1.0, "detour_scale": 0.12},
+        "sloppy": 100,
+        "sloppy_noise": {"aim_std": 0.01, "aim_bias": [0.05, 0.0, 0.0]},
+        "base_steps": 2000,
+        "rollouts": 60,
+        "steps": 1000,
+        "horizon": 3,
+    }
+    for task in ("reach", "pick_place")
+}
+QUICK = {"experts": 3, "slow": 2, "sloppy": 2, "base_steps": 10, "rollouts": 2, "steps": 3}
+PHASES = {"tune": {"eval": 30_000, "rollout": 300_000}, "report": {"eval": 40_000, "rollout": 400_000}}
+
+
+# ---- keys -------------------------------------------------------------------------------------------------
+def _git(*args: str) -> str:
+    res = subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT, check=False)
+    return res.stdout.strip()
+
+
+def code_version() -> str:
+    """The trees of the code that makes a checkpoint or an evaluation, plus any uncommitted diff of it."""
+    dirs = ["vla", "policies", "training", "sim", "configs"]
+    trees = " ".join(_git("rev-parse", f"HEAD:{d}") for d in dirs)
+    diff = _git("diff", "HEAD", "--", *dirs)
+    return hashlib.sha1(f"{trees}\n{diff}".encode()).hexdigest()[:12]
+
+
+def key(*parts: Any) -> str:
+    return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
 def _compose(overrides: list[str]) -> TrainConfig:
@@ -62,287 +113,290 @@ def _compose(overrides: list[str]) -> TrainConfig:
     return OmegaConf.to_object(cfg)  # type: ignore[return-value]
 
 
-def _evaluate(ckpt: Path, task: str, episodes: int, out: Path, horizon: int) -> dict:
-    r = evaluate(
-        EvalConfig(
-            checkpoint=str(ckpt),
-            task=task,
-            episodes=episodes,
-            workers=2,
-            seed=20_000,  # the same episodes for every policy; unlike demo, rollout and training seeds
-            deploy=DeployConfig(executor=ExecutorConfig(horizon=horizon)),
-            out=str(out),
-            videos=0,
-            progress=False,
-        )
-    )
-    return {"success": r.successes, "episodes": r.n, "rate": r.success_rate, "ci95": list(r.ci95)}
+def config_hash(cfg: TrainConfig, code: str) -> str:
+    """The resolved training config (without its output folder) and the code version."""
+    d = asdict(cfg)
+    d["out"] = ""
+    return key(d, code)
 
 
+# ---- statistics -------------------------------------------------------------------------------------------
 def mean_ci(values: list[float]) -> tuple[float, float, float]:
-    """Mean and a 95% t-interval over seeds."""
-    n = len(values)
-    m = sum(values) / n
+    """Mean and a 95% t-interval over seeds (nan bounds with one seed)."""
+    v = [x for x in values if not math.isnan(x)]
+    n = len(v)
+    if n == 0:
+        return float("nan"), float("nan"), float("nan")
+    m = sum(v) / n
     if n < 2:
         return m, float("nan"), float("nan")
-    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
+    sd = math.sqrt(sum((x - m) ** 2 for x in v) / (n - 1))
     half = T_975.get(n - 1, 1.96) * sd / math.sqrt(n)
     return m, m - half, m + half
 
 
-# what the cached demos, base, rollouts and evaluations under one --out folder were made with
-DESIGN = (
-    "task",
-    "demos",
-    "demo_dir",
-    "sloppy",
-    "aim_std",
-    "aim_bias",
-    "base_steps",
-    "rollouts",
-    "eval_episodes",
-    "horizon",
-)
+def fmt(values: list[float], digits: int = 1) -> str:
+    m, lo, hi = mean_ci(values)
+    if math.isnan(lo):
+        return f"{m:.{digits}f}"
+    return f"{m:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
-def _check_design(out: Path, design: dict, p: argparse.ArgumentParser) -> None:
-    """The cache folder's design.json must match this run: a cached base trained for other --base-steps,
-    or evaluations over other --eval-episodes, would otherwise be reused silently. Written on first use
-    (folders cached before it existed are adopted as they are)."""
-    path = out / "design.json"
-    if path.exists():
-        had = json.loads(path.read_text())
-        diff = [
-            f"--{k.replace('_', '-')} {had.get(k)!r} -> {v!r}" for k, v in design.items() if had.get(k) != v
-        ]
-        if diff:
-            p.error(
-                f"{out} caches a base, rollouts and evaluations made with other settings "
-                f"({'; '.join(diff)}). Give this design its own --out, or delete {out} to start over"
-            )
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(design, indent=2))
+# ---- the run ----------------------------------------------------------------------------------------------
+def ensure_data(task: str, design: dict[str, Any], data_root: Path) -> list[Path]:
+    """The three demo sets of the design (cached by what made them)."""
+    sets = [
+        ("experts", design["experts"], DART.get(task, ExpertNoise()), 0, False),
+        (
+            "slow",
+            design["slow"],
+            ExpertNoise(**{**asdict(DART.get(task, ExpertNoise())), **design["slow_noise"]}),
+            20_000,
+            False,
+        ),
+        ("sloppy", design["sloppy"], _noise(design["sloppy_noise"]), 50_000, True),
+    ]
+    roots = []
+    for name, n, noise, seed, keep_failures in sets:
+        if n == 0:
+            continue
+        root = data_root / f"{task}_{name}{n}_{key(asdict(noise), seed, code_version())}"
+        ensure_demos(task, n, root, noise, seed=seed, keep_failures=keep_failures)
+        roots.append(root)
+    return roots
 
 
-def _cached(path: Path) -> dict | None:
-    return json.loads(path.read_text()) if path.exists() else None
+def _noise(fields: dict[str, Any]) -> ExpertNoise:
+    return ExpertNoise(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
+
+
+def arm_overrides(arm: str, extra: list[str] = ()) -> list[str]:
+    if arm == "control":
+        return ["experiment=posttrain_sft"]
+    if arm == "filtered_bc":
+        return ["experiment=posttrain_sft", "data.only_success=true"]
+    return [f"experiment=posttrain_{arm}", *extra]
+
+
+def run_arm(arm: str, common: list[str], seed_dir: Path, code: str, extra: list[str]) -> dict[str, Any]:
+    """One arm of one seed through ``closed_loop`` (one round); cached under its config hash."""
+    cfg = _compose([*arm_overrides(arm, extra), *common])
+    h = config_hash(cfg, code)
+    out = seed_dir / f"{arm}_{h}"
+    report = out / "rounds.json"
+    rounds = json.loads(report.read_text()) if report.exists() else []
+    done = next((r for r in rounds if r["round"] == 1 and "success_rate" in r), None)
+    if done is None:
+        cfg.out = str(out)
+        print(f"== {seed_dir.name} {arm} ({h}) ==", flush=True)
+        closed_loop(cfg)
+        done = next(r for r in json.loads(report.read_text()) if r["round"] == 1)
+    return {"arm": arm, "config_hash": h, "out": str(out), **_metrics(done)}
+
+
+def _metrics(r: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "success": 100 * r["success_rate"],
+        "time_to_success": r.get("success_length_mean", float("nan")),
+        "per_1000_steps": r.get("successes_per_1000_steps", float("nan")),
+        "outcomes": r.get("outcomes", []),
+    }
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--method", required=True, choices=["recap", "aloe", "habc", "awbc"])
+    p.add_argument("--method", required=True, choices=[*METHODS, "all"])
+    p.add_argument("--task", default="reach", choices=sorted(DESIGN))
     p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--task", default="reach")
-    p.add_argument("--demos", type=int, default=100)
-    p.add_argument(
-        "--demo-dir",
-        default="outputs/bench_posttrain/{task}_demos{demos}",
-        help="dataset folder of the DART expert demos (collected if missing). It should hold exactly --demos "
-        "episodes: data.max_episodes caps each root at max(--demos, --sloppy, --rollouts)",
-    )
-    p.add_argument("--sloppy", type=int, default=200, help="demos of the sloppy demonstrator (0: none)")
-    p.add_argument(
-        "--aim-std", type=float, default=0.01, help="the sloppy demonstrator's random goal error (std), m"
-    )
-    p.add_argument(
-        "--aim-bias",
-        default="0.05,0,0",
-        help="the sloppy demonstrator's systematic goal offset x,y,z in m (a miscalibrated operator)",
-    )
-    p.add_argument("--base-steps", type=int, default=2000, help="the deliberately weak base SFT")
-    p.add_argument(
-        "--steps", type=int, default=DEFAULT_STEPS, help="post-training steps (method and control)"
-    )
-    p.add_argument("--rollouts", type=int, default=60, help="rollout episodes per seed")
-    p.add_argument("--eval-episodes", type=int, default=50)
-    p.add_argument("--horizon", type=int, default=3, help="actions executed per chunk (rollouts, evaluation)")
-    p.add_argument(
-        "--out",
-        default="outputs/bench_posttrain",
-        help="cache root: each data design gets a subfolder, whose design.json records what its cached base, "
-        "rollouts and evaluations were made with (a run with other settings stops with an error)",
-    )
+    p.add_argument("--phase", default="report", choices=sorted(PHASES))
+    p.add_argument("--eval-episodes", type=int, default=100)
+    p.add_argument("--out", default="outputs/bench_posttrain", help="cache root")
     p.add_argument("--threads", type=int, default=2, help="torch threads of every training run")
+    p.add_argument("--no-record", action="store_true", help="do not write the results record or docs")
     p.add_argument(
-        "--tag",
-        default=None,
-        help="names this arm's cache, results file and docs block (default: a hash of the overrides)",
-    )
-    p.add_argument(
-        "overrides", nargs="*", help="extra vla-train overrides for the method, e.g. algo.guidance=1.5"
+        "--quick", action="store_true", help="a smoke run at toy sizes (checks the pipeline; never recorded)"
     )
     args = p.parse_args()
-    demo_dir = p.get_default("demo_dir").format(task=args.task, demos=args.demos)
-    args.demo_dir = args.demo_dir.format(task=args.task, demos=args.demos)
-    # runs of another length are other arms (and must not resume a shorter run's checkpoint)
-    suffix = "" if args.steps == DEFAULT_STEPS else f"_{args.steps}steps"
-    arm = arm_name(args.method, args.overrides, args.tag) + suffix
-    bias = tuple(float(v) for v in args.aim_bias.split(","))
-    if len(bias) != 3:
-        p.error(f"--aim-bias needs x,y,z, got {args.aim_bias!r}")
-    kind = "biased" if any(bias) else "mixed"
-    out = Path(args.out) / (f"{args.task}_{kind}{args.sloppy}" if args.sloppy else args.task)
-    demos = Path(args.demo_dir)
-    sloppy = out / "demos_sloppy"
-    t0 = time.perf_counter()
-    _check_design(out, {k: getattr(args, k) for k in DESIGN} | {"aim_bias": list(bias)}, p)
+    started = time.time()
+    design = DESIGN[args.task]
+    method_extra: list[str] = []
+    if args.quick:
+        design = {**design, **QUICK}
+        args.eval_episodes, args.no_record = min(args.eval_episodes, 3), True
+        method_extra = ["algo.critic.steps=10", "algo.critic.batch_size=32"]
+    phase = PHASES[args.phase]
+    code = code_version()
+    methods = list(METHODS) if args.method == "all" else [args.method]
+    out = Path(args.out)
+    roots = ensure_data(args.task, design, out / "data")
+    cap = max(design["experts"], design["slow"], design["sloppy"], design["rollouts"])
 
-    have = ensure_demos(args.task, args.demos, demos, DART.get(args.task, ExpertNoise()))
-    cap = max(args.demos, args.sloppy, args.rollouts)  # data.max_episodes: the same cap on every root
-    if have > args.demos and cap > args.demos:
-        p.error(
-            f"--demo-dir {demos} holds {have} episodes, more than --demos {args.demos}; data.max_episodes "
-            f"is per root, so {min(have, cap)} of them would be trained on. Give a folder with exactly "
-            f"{args.demos} (the default {p.get_default('demo_dir')} is one)"
-        )
-    if args.sloppy:
-        sloppy_noise = ExpertNoise(aim_std=args.aim_std, aim_bias=bias)  # type: ignore[arg-type]
-        ensure_demos(args.task, args.sloppy, sloppy, sloppy_noise, seed=50_000, keep_failures=True)
-    roots = [demos, sloppy] if args.sloppy else [demos]
-
-    base_dir = out / "base"
-    base_ckpt = base_dir / "checkpoints" / "last"
-    if not (base_ckpt / "model.safetensors").exists():
-        cfg = _compose(
-            [
-                f"experiment=sft_{args.task}",
-                f"data.roots=[{','.join(map(str, roots))}]",
-                f"data.max_episodes={max(args.demos, args.sloppy)}",
-                f"steps={args.base_steps}",
-                f"out={base_dir}",
-                "env=none",
-                "max_minutes=null",
-                f"threads={args.threads}",
-            ]
-        )
-        train(cfg)
-    base = _cached(out / "base_eval.json")
-    if base is None:
-        base = _evaluate(base_ckpt, args.task, args.eval_episodes, out / "base_eval", args.horizon)
-        (out / "base_eval.json").write_text(json.dumps(base))
-    print(f"base SFT: {base['success']}/{base['episodes']}")
-
-    rows = []
-    for s in range(args.seeds):
-        sdir = out / f"seed_{s}"
-        rollouts = sdir / "rollouts"
-        if not (rollouts / "meta" / "vla_episodes.jsonl").exists():
-            rollout(
-                RolloutConfig(
-                    checkpoint=str(base_ckpt),
-                    task=args.task,
-                    episodes=args.rollouts,
-                    workers=2,
-                    seed=100_000 + 1000 * s,
-                    deploy=DeployConfig(executor=ExecutorConfig(horizon=args.horizon)),
-                    out=str(rollouts),
-                    teleop=TeleopConfig(),
-                )
-            )
-        common = [
-            f"init_from={base_ckpt}",
-            f"data.roots=[{','.join(map(str, [*roots, rollouts]))}]",
-            f"data.max_episodes={max(args.demos, args.sloppy, args.rollouts)}",
-            f"steps={args.steps}",
-            f"seed={s}",
+    # the base SFT (cached by its config and the code) and its evaluation on this phase's episodes
+    base_cfg = _compose(
+        [
+            f"experiment=sft_{args.task}",
+            f"data.roots=[{','.join(map(str, roots))}]",
+            f"data.max_episodes={cap}",
+            f"steps={design['base_steps']}",
             "env=none",
+            "max_minutes=null",
             f"threads={args.threads}",
         ]
-        result = {}
-        for key, name, exp, extra in (
-            ("control", "control" + suffix, "posttrain_sft", []),
-            (arm, arm, f"posttrain_{args.method}", list(args.overrides)),
-        ):
-            cache = sdir / f"{name}_eval.json"
-            got = _cached(cache)
-            if got is None:
-                ckpt = train(_compose([f"experiment={exp}", f"out={sdir / name}", *common, *extra]))
-                got = _evaluate(ckpt, args.task, args.eval_episodes, sdir / f"{name}_eval", args.horizon)
-                cache.write_text(json.dumps(got))
-            result[key] = got
-            print(f"seed {s} {name}: {got['success']}/{got['episodes']}")
-        rows.append(result)
-
-    ctrl = [100 * r["control"]["rate"] for r in rows]
-    meth = [100 * r[arm]["rate"] for r in rows]
-    lift = [m - c for m, c in zip(meth, ctrl, strict=True)]
-    table = _table(args, arm, base, ctrl, meth, lift)
-    record = {
-        "method": args.method,
-        "arm": arm,
-        "task": args.task,
-        "seeds": args.seeds,
-        "base": base,
-        "per_seed": rows,
-        "control_mean": mean_ci(ctrl)[0],
-        "method_mean": mean_ci(meth)[0],
-        "lift_points": mean_ci(lift)[0],
-        "args": vars(args),
-        "wall_minutes": round((time.perf_counter() - t0) / 60, 1),
-        "date": time.strftime("%Y-%m-%d %H:%M"),
-    }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    # another data design (its own cache folder) gets its own record and docs block
-    default_data = args.demo_dir == demo_dir and all(
-        getattr(args, k) == p.get_default(k) for k in ("task", "demos", "sloppy", "aim_bias", "aim_std")
     )
-    name = arm if default_data else f"{arm}_{out.name}"
-    (RESULTS / f"posttrain_{name}.json").write_text(json.dumps(record, indent=2))
-    _write_docs(name, table)
-    print(table)
-    print(f"lift over control: {mean_ci(lift)[0]:.1f}")
+    base_dir = out / args.task / f"base_{config_hash(base_cfg, code)}"
+    base_ckpt = base_dir / "checkpoints" / "last"
+    if not (base_ckpt / "model.safetensors").exists():
+        base_cfg.out = str(base_dir)
+        train(base_cfg)
+    phase_dir = out / args.task / f"{args.phase}_{key(base_dir.name, design, args.eval_episodes)}"
+    common = [
+        f"init_from={base_ckpt}",
+        f"data.roots=[{','.join(map(str, roots))}]",
+        f"data.max_episodes={cap}",
+        f"steps={design['steps']}",
+        f"threads={args.threads}",
+        "env=sim",
+        f"env.task={args.task}",
+        f"env.episodes={args.eval_episodes}",
+        f"env.seed={phase['eval']}",
+        f"env.horizon={design['horizon']}",
+        "env.every=0",
+        "loop.rounds=1",
+        f"loop.rollout_episodes={design['rollouts']}",
+        "loop.evaluate_base=false",
+        "max_minutes=null",
+    ]
+    base_eval = phase_dir / "base_eval.json"
+    if not base_eval.exists():
+        runner_cfg = _compose([*arm_overrides("control"), *common])
+        phase_dir.mkdir(parents=True, exist_ok=True)
+        base_eval.write_text(json.dumps(env_runner(runner_cfg, phase_dir / "base").run(base_ckpt, 0)))
+    base = _metrics(json.loads(base_eval.read_text()))
+    print(f"base SFT on {args.task}: {base['success']:.0f}% success", flush=True)
 
-
-def arm_name(method: str, overrides: list[str], tag: str | None) -> str:
-    """The method's arm: its cache folder, results file and docs block. Runs with different overrides
-    must not share cached evaluations, so overrides without a tag get a hash of their own."""
-    if tag:
-        return f"{method}_{tag}"
-    if not overrides:
-        return method
-    return f"{method}_{hashlib.sha1(' '.join(overrides).encode()).hexdigest()[:8]}"
-
-
-def _table(args, arm, base, ctrl, meth, lift) -> str:
-    def fmt(v):
-        m, lo, hi = mean_ci(v)
-        return f"{m:.1f} [{lo:.1f}, {hi:.1f}]" if not math.isnan(lo) else f"{m:.1f}"
-
-    per_seed = ", ".join(f"{c:.0f} -> {m:.0f}" for c, m in zip(ctrl, meth, strict=True))
-    return "\n".join(
-        [
-            f"**{arm} vs control on {args.task}** ({args.seeds} seeds; base SFT "
-            f"{100 * base['rate']:.0f}% after {args.base_steps} steps on {args.demos} expert + "
-            f"{args.sloppy} sloppy demos (goal offset {args.aim_bias} m + N(0, {args.aim_std}^2)); per seed "
-            f"{args.rollouts} rollouts with simulated takeovers; {args.steps} post-training steps; "
-            f"{args.eval_episodes} evaluation episodes each).",
-            "Success in %, mean [95% t-interval over seeds]:",
-            "",
-            "| policy | success (%) |",
-            "|---|---|",
-            f"| base SFT | {100 * base['rate']:.1f} |",
-            f"| control: SFT continued on demos + rollouts | {fmt(ctrl)} |",
-            f"| {arm}{' (' + ' '.join(args.overrides) + ')' if args.overrides else ''} | {fmt(meth)} |",
-            f"| lift (points) | {fmt(lift)} |",
-            "",
-            f"Per seed (control -> {arm}): {per_seed}.",
+    arms = ["control", "filtered_bc", *methods]
+    per_seed: list[dict[str, dict[str, Any]]] = []
+    for s in range(args.seeds):
+        seed_dir = phase_dir / f"seed_{s}"
+        rollouts = seed_dir / "rollouts_round{round}"
+        seed_common = [
+            *common,
+            f"seed={s}",
+            f"loop.rollout_seed={phase['rollout'] + 10_000 * s}",
+            f"loop.rollouts_dir='{rollouts}'",  # quoted: Hydra's grammar reads braces
         ]
+        per_seed.append({arm: run_arm(arm, seed_common, seed_dir, code, method_extra) for arm in arms})
+        print(f"seed {s}: " + ", ".join(f"{a} {per_seed[-1][a]['success']:.0f}%" for a in arms), flush=True)
+
+    summary = summarise(per_seed, methods)
+    table = render(args, design, base, per_seed, summary, methods)
+    print(table)
+    if not args.no_record and args.phase == "report":
+        record = {
+            "task": args.task,
+            "phase": args.phase,
+            "seeds": args.seeds,
+            "eval_episodes": args.eval_episodes,
+            "eval_seeds": phase["eval"],
+            "design": design,
+            "code_version": code,
+            "base": {k: v for k, v in base.items() if k != "outcomes"},
+            "arms": {a: [row[a] for row in per_seed] for a in arms},
+            "summary": summary,
+        }
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        path = RESULTS / f"posttrain_{args.task}.json"
+        path.write_text(json.dumps({**record, **provenance(started)}, indent=2) + "\n")
+        _write_docs(args.task, table)
+        print(f"record: {path}")
+    for m in methods:
+        s = summary[m]
+        print(f"{m}: lift over control: {s['lift_over_control'][0]:.1f}")
+        print(f"{m}: lift over filtered BC: {s['lift_over_filtered_bc'][0]:.1f}")
+        print(
+            f"{m}: time to success: {m} {s['time_to_success'][0]:.1f} vs {s['best_baseline']} "
+            f"{s['baseline_time_to_success'][0]:.1f} steps"
+        )
+
+
+def summarise(per_seed: list[dict[str, dict[str, Any]]], methods: list[str]) -> dict[str, Any]:
+    def col(arm: str, metric: str) -> list[float]:
+        return [row[arm][metric] for row in per_seed]
+
+    def diff(a: str, b: str, metric: str) -> list[float]:
+        return [x - y for x, y in zip(col(a, metric), col(b, metric), strict=True)]
+
+    best = (
+        "control"
+        if mean_ci(col("control", "success"))[0] >= mean_ci(col("filtered_bc", "success"))[0]
+        else "filtered_bc"
     )
+    out: dict[str, Any] = {}
+    for m in methods:
+        out[m] = {
+            "success": mean_ci(col(m, "success")),
+            "lift_over_control": mean_ci(diff(m, "control", "success")),
+            "lift_over_filtered_bc": mean_ci(diff(m, "filtered_bc", "success")),
+            "best_baseline": best,
+            "lift_over_best_baseline": mean_ci(diff(m, best, "success")),
+            "time_to_success": mean_ci(col(m, "time_to_success")),
+            "baseline_time_to_success": mean_ci(col(best, "time_to_success")),
+            "time_to_success_vs_filtered_bc": mean_ci(diff(m, "filtered_bc", "time_to_success")),
+            "per_1000_steps_vs_filtered_bc": mean_ci(diff(m, "filtered_bc", "per_1000_steps")),
+        }
+    return out
 
 
-def _write_docs(method: str, table: str) -> None:
-    start, end = f"<!-- posttrain:{method} -->", f"<!-- /posttrain:{method} -->"
+def render(args, design, base, per_seed, summary, methods) -> str:
+    arms = ["control", "filtered_bc", *methods]
+
+    def col(arm: str, metric: str) -> list[float]:
+        return [row[arm][metric] for row in per_seed]
+
+    lines = [
+        f"**Post-training on {args.task}** ({args.phase} phase: evaluation seeds "
+        f"{PHASES[args.phase]['eval']}+, "
+        f"{args.eval_episodes} episodes per arm and seed, {args.seeds} training seeds; base SFT "
+        f"{base['success']:.0f}% after {design['base_steps']} steps on {design['experts']} expert + "
+        f"{design['slow']} slow (detour) + {design['sloppy']} sloppy demos; {design['rollouts']} rollouts "
+        f"per seed with simulated takeovers; {design['steps']} post-training steps; h={design['horizon']}).",
+        "Mean [95% t-interval over seeds]:",
+        "",
+        "| arm | success (%) | time to success (steps) | successes / 1000 steps | lift over control | "
+        "lift over filtered BC |",
+        "|---|---|---|---|---|---|",
+    ]
+    for a in arms:
+        lift_c = (
+            ""
+            if a == "control"
+            else fmt([x - y for x, y in zip(col(a, "success"), col("control", "success"), strict=True)])
+        )
+        lift_f = (
+            ""
+            if a in ("control", "filtered_bc")
+            else fmt([x - y for x, y in zip(col(a, "success"), col("filtered_bc", "success"), strict=True)])
+        )
+        lines.append(
+            f"| {a} | {fmt(col(a, 'success'))} | {fmt(col(a, 'time_to_success'))} | "
+            f"{fmt(col(a, 'per_1000_steps'))} | {lift_c} | {lift_f} |"
+        )
+    lines.append("")
+    lines.append(
+        "Per seed, success (%): "
+        + "; ".join(", ".join(f"{a} {row[a]['success']:.0f}" for a in arms) for row in per_seed)
+        + "."
+    )
+    return "\n".join(lines)
+
+
+def _write_docs(task: str, table: str) -> None:
+    start, end = f"<!-- posttrain:{task} -->", f"<!-- /posttrain:{task} -->"
     text = DOCS.read_text() if DOCS.exists() else "# Results\n"
     block = f"{start}\n{table}\n{end}"
     if start in text and end in text:
         text = text[: text.index(start)] + block + text[text.index(end) + len(end) :]
     else:
-        if "## Post-training" not in text:
-            text += (
-                "\n## Post-training: methods against the control\n\n"
-                "`python benchmarks/posttrain.py --method <name> --seeds 3`\n"
-            )
         text += "\n" + block + "\n"
     DOCS.write_text(text)
 

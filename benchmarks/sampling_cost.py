@@ -5,7 +5,7 @@ and the prefix key/value cache against re-encoding the prefix every step.
 
 ``default`` is FlowMatchingConfig() (96x96, H = 50, K = 10); ``sft`` the SFT benchmark's policy. Prints
 ``CFG cost (guided / unguided): x`` and ``KV cache speed-up (uncached / cached): x`` last; writes
-benchmarks/results/sampling_cost.json.
+benchmarks/results/sampling_cost_<preset>.json.
 """
 
 from __future__ import annotations

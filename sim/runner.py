@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from sim.evaluation import EvalConfig, evaluate
 from sim.rollout import RolloutConfig, rollout
 from sim.teleop import TeleopConfig
@@ -47,12 +49,17 @@ class SimRunner:
             )
         )
         lo, hi = result.ci95
+        ok = [e.length for e in result.episodes if e.success]  # each successful episode ends at its success
+        steps = sum(e.length for e in result.episodes)
         return {
             "success_rate": result.success_rate,
             "success_ci_low": lo,
             "success_ci_high": hi,
             "mean_length": result.mean_length,
             "calls_per_episode": result.calls_per_episode,
+            "success_length_mean": float(np.mean(ok)) if ok else float("nan"),  # time to success (steps)
+            "successes_per_1000_steps": 1000 * result.successes / max(1, steps),
+            "outcomes": [[bool(e.success), int(e.length), int(e.seed)] for e in result.episodes],
         }
 
     def collect(

@@ -62,12 +62,17 @@ def closed_loop(cfg: TrainConfig) -> Path:
     rounds: list[dict[str, Any]] = json.loads(report.read_text()) if report.exists() else []
     ckpt = Path(cfg.init_from)
     if not rounds:  # round 0: the base policy as it is
-        print(f"round 0: evaluating the base policy {ckpt}")
-        rounds.append({"round": 0, "checkpoint": str(ckpt), **runner.run(ckpt, 0)})
+        base = {}
+        if loop.evaluate_base:
+            print(f"round 0: evaluating the base policy {ckpt}")
+            base = runner.run(ckpt, 0)
+        rounds.append({"round": 0, "checkpoint": str(ckpt), **base})
         report.write_text(json.dumps(rounds, indent=2))
     roots = list(cfg.data.roots)
     for r in range(1, loop.rounds + 1):
-        rollouts = out / f"round_{r}" / "rollouts"
+        rollouts = (
+            Path(loop.rollouts_dir.format(round=r)) if loop.rollouts_dir else out / f"round_{r}" / "rollouts"
+        )
         roots.append(str(rollouts))
         done = next((x for x in rounds if x["round"] == r), None)
         if done is not None:  # finished in an earlier, interrupted run
@@ -95,7 +100,8 @@ def closed_loop(cfg: TrainConfig) -> Path:
         metrics = trainer.last_metrics or runner.run(ckpt, r)
         rounds.append({"round": r, "checkpoint": str(ckpt), **trainer.prepared, **metrics})
         report.write_text(json.dumps(rounds, indent=2))
-    plot_rounds(rounds, out / "rounds.png", f"{cfg.algo['name']} on {cfg.env.task}")
+    if all("success_rate" in r for r in rounds):
+        plot_rounds(rounds, out / "rounds.png", f"{cfg.algo['name']} on {cfg.env.task}")
     print(rounds_table(rounds))
     print(f"plot: {out / 'rounds.png'}")
     return ckpt
@@ -104,6 +110,8 @@ def closed_loop(cfg: TrainConfig) -> Path:
 def rounds_table(rounds: list[dict[str, Any]]) -> str:
     lines = ["| round | success | 95% CI | mean length |", "|---|---|---|---|"]
     for r in rounds:
+        if "success_rate" not in r:
+            continue
         lines.append(
             f"| {'base' if r['round'] == 0 else r['round']} | {100 * r['success_rate']:.0f}% "
             f"| [{100 * r.get('success_ci_low', 0):.0f}, {100 * r.get('success_ci_high', 1):.0f}] "

@@ -37,6 +37,10 @@ class LoopConfig:
     rollout_episodes: int = 50
     rollout_seed: int = 100_000  # round r uses seeds rollout_seed + r * rollout_episodes + i
     teleop: Any = field(default_factory=dict)  # simulated operator fields (sim.teleop.TeleopConfig)
+    # where round r's rollouts live ("{round}" is replaced): several runs pointed at one folder post-train
+    # on identical rollouts (the first collects them, the others reuse them); None: <out>/round_<r>/rollouts
+    rollouts_dir: str | None = None
+    evaluate_base: bool = True  # round 0: evaluate the base policy (off when a benchmark evaluates it once)
 
     def __post_init__(self) -> None:
         if self.rounds < 0 or self.rollout_episodes < 1:

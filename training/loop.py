@@ -214,11 +214,12 @@ class Trainer:
         ckpt = self.save()
         t0 = time.perf_counter()
         metrics = self.runner.run(ckpt, self.step)
-        for k, v in metrics.items():
+        scalars = {k: v for k, v in metrics.items() if isinstance(v, int | float)}  # not per-episode lists
+        for k, v in scalars.items():
             writer.add_scalar(f"eval/{k}", v, self.step)
         tqdm.write(
             f"[step {self.step}] eval: "
-            + ", ".join(f"{k}={v:.3g}" for k, v in metrics.items())
+            + ", ".join(f"{k}={v:.3g}" for k, v in scalars.items())
             + f" ({time.perf_counter() - t0:.0f} s)"
         )
         return metrics
