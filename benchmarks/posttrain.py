@@ -210,7 +210,7 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--phase", default="report", choices=sorted(PHASES))
     p.add_argument("--eval-episodes", type=int, default=100)
-    p.add_argument("--out", default="outputs/bench_posttrain", help="cache root")
+    p.add_argument("--out", default=str(ROOT / "outputs" / "bench_posttrain"), help="cache root")
     p.add_argument("--threads", type=int, default=2, help="torch threads of every training run")
     p.add_argument("--no-record", action="store_true", help="do not write the results record or docs")
     p.add_argument(
