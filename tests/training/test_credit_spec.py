@@ -58,30 +58,33 @@ def test_aloe_targets_and_baselines_use_the_current_actor(toy, tmp_path):
     alg.prepare(data, tmp_path, progress=False)
     critic = alg.critic
     idx = torch.tensor([0, 3, 7, 20])
-    drawn_from = torch.cat([critic.next_frames(idx), idx])
+    m = 2
+    drawn_from = torch.cat([critic.next_frames(idx), idx.repeat_interleave(m)])
 
     def expected(policy, state):
+        """(bootstrap chunks [B, 1, H, A], baseline chunks [B, m, H, A]) the current actor draws."""
         g = torch.Generator()
         g.set_state(state)
-        return critic.policy_chunks(policy, drawn_from, 3, g)
+        drawn = critic.policy_chunks(policy, drawn_from, 1, g)[:, 0]
+        return drawn[: len(idx), None], drawn[len(idx) :].view(len(idx), m, *drawn.shape[1:])
 
     state = alg.sample_generator.get_state()
     _, baseline = alg.critic_step(idx)
-    assert torch.equal(baseline, expected(actor, state)[len(idx) :, 1:])
+    assert torch.equal(baseline, expected(actor, state)[1])
 
     other = _policy(data, 1)  # swap the actor: the critic's A' must follow it
     alg.policy = other
     state = alg.sample_generator.get_state()
     before = [p.detach().clone() for p in critic.parameters() if p.requires_grad]
     _, baseline = alg.critic_step(idx)
-    assert torch.equal(baseline, expected(other, state)[len(idx) :, 1:])
-    assert not torch.allclose(baseline, expected(actor, state)[len(idx) :, 1:])
+    assert torch.equal(baseline, expected(other, state)[1])
+    assert not torch.allclose(baseline, expected(actor, state)[1])
     after = [p for p in critic.parameters() if p.requires_grad]
     assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))  # the critic trained
 
     # the TD target bootstraps with the chunk it is given (the current actor's at o_{t+H})
-    boot_a = expected(actor, state)[: len(idx), 0]
-    boot_b = expected(other, state)[: len(idx), 0]
+    boot_a = expected(actor, state)[0][:, 0]
+    boot_b = expected(other, state)[0][:, 0]
     assert not torch.allclose(critic.td_target(idx, boot_a), critic.td_target(idx, boot_b))
 
 

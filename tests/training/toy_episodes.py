@@ -16,6 +16,21 @@ from vla.data import EpisodeSpec, EpisodeWriter
 SPEC = EpisodeSpec(cameras={"agentview": (32, 32), "wrist": (32, 32)}, state_dim=8, action_dim=8, fps=10)
 
 
+def toy_frame(img, state, action, human: bool, reward: float, done: bool, task: str) -> dict:
+    """One frame of a toy dataset: the same image on both cameras, the action also as the proposal."""
+    return {
+        "observation.images.agentview": img,
+        "observation.images.wrist": img,
+        "observation.state": state,
+        "action": action,
+        "complementary_info.policy_action": action,
+        "complementary_info.is_intervention": np.array([human]),
+        "next.reward": np.array([reward], dtype=np.float32),
+        "next.done": np.array([done]),
+        "task": task,
+    }
+
+
 def write_toy_episodes(
     root: Path, n: int = 16, seed: int = 0, source: str = "policy", flip_success: bool = False
 ) -> Path:
@@ -35,18 +50,7 @@ def write_toy_episodes(
                 level = 200 if success else 40
                 img = np.clip(rng.normal(level, 10, (32, 32, 3)), 0, 255).astype(np.uint8)
                 human = takeover and i >= length // 2
-                w.add_frame(
-                    {
-                        "observation.images.agentview": img,
-                        "observation.images.wrist": img,
-                        "observation.state": state,
-                        "action": action,
-                        "complementary_info.policy_action": action,
-                        "complementary_info.is_intervention": np.array([human]),
-                        "next.reward": np.array([float(success and i == length - 1)], dtype=np.float32),
-                        "next.done": np.array([i == length - 1]),
-                        "task": "toy task",
-                    }
-                )
+                end = i == length - 1
+                w.add_frame(toy_frame(img, state, action, human, float(success and end), end, "toy task"))
             w.end_episode(success=success != flip_success, source=source)
     return root

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from toy_episodes import toy_frame
 
 from vla.data import EpisodeSpec, EpisodeWriter
 
@@ -41,19 +42,7 @@ def write_two_modes(root: Path, fast: int = 10, slow: int = 20, fail: int = 10, 
                 p += v
                 steps += 1
                 done = p >= 1.0 or steps >= 14
-                w.add_frame(
-                    {
-                        "observation.images.agentview": img,
-                        "observation.images.wrist": img,
-                        "observation.state": state,
-                        "action": action,
-                        "complementary_info.policy_action": action,
-                        "complementary_info.is_intervention": np.array([False]),
-                        "next.reward": np.array([float(p >= 1.0)], dtype=np.float32),
-                        "next.done": np.array([done]),
-                        "task": "reach the goal",
-                    }
-                )
+                w.add_frame(toy_frame(img, state, action, False, float(p >= 1.0), done, "reach the goal"))
                 if done:
                     break
             w.end_episode(success=kind != "fail", source="policy", extra={"kind": kind})

@@ -3,6 +3,7 @@ on the labels. RECAP (indicator conditioning), ALOE, HABC and AWBC (advantage we
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,10 +182,11 @@ class ALOE(AdvantageWeighted):
         """One TD step of the ensemble with A' ~ the current actor at o_{t+H}; returns the loss and M fresh
         chunks of the current actor at o_t [B, M, H, A]."""
         c = self.critic
-        m = c.cfg.samples
-        nxt = c.next_frames(idx)
-        drawn = c.policy_chunks(self.policy, torch.cat([nxt, idx]), 1 + m, self.sample_generator)
-        boot, baseline = drawn[: len(idx), 0], drawn[len(idx) :, 1:]
+        m, b = c.cfg.samples, len(idx)
+        # one sampler call: 1 chunk at each o_{t+H} (bootstrap), m at each o_t (baseline)
+        frames = torch.cat([c.next_frames(idx), idx.repeat_interleave(m)])
+        drawn = c.policy_chunks(self.policy, frames, 1, self.sample_generator)[:, 0]  # [B + B m, H, A]
+        boot, baseline = drawn[:b], drawn[b:].view(b, m, *drawn.shape[1:])
         c.train()
         loss = c.loss(idx, boot).mean()
         if not bool(torch.isfinite(loss.detach())):
@@ -256,11 +258,16 @@ class HABC(AdvantageWeighted):
 
     def batch_weights(self, batch: Batch) -> Tensor:
         """w of the batch's frames, z taken over the batch's autonomous frames [B]."""
-        from training.critics.habc import HABCConfig
         from training.critics.targets import habc_weights
 
-        c = HABCConfig(**self.config.critic)  # type: ignore[attr-defined]
+        c = self.critic_config
         return habc_weights(batch["a_v"], batch["a_e"], batch["gate"], batch["human"].bool(), c.beta, c.w_max)
+
+    @functools.cached_property
+    def critic_config(self) -> Any:
+        from training.critics.habc import HABCConfig
+
+        return HABCConfig(**self.config.critic)  # type: ignore[attr-defined]
 
     def update(self, batch: Batch) -> dict[str, float]:
         if not self.per_batch:

@@ -35,14 +35,19 @@ def to_seconds(t: Time) -> float:
     return t.sec + t.nanosec * 1e-9
 
 
-def stamp(seconds: float) -> Time:
+def _split(seconds: float) -> tuple[int, int]:
     sec = int(np.floor(seconds))
-    return Time(sec=sec, nanosec=min(round((seconds - sec) * 1e9), 999_999_999))
+    return sec, min(round((seconds - sec) * 1e9), 999_999_999)
+
+
+def stamp(seconds: float) -> Time:
+    sec, nanosec = _split(seconds)
+    return Time(sec=sec, nanosec=nanosec)
 
 
 def duration(seconds: float) -> Duration:
-    sec = int(np.floor(seconds))
-    return Duration(sec=sec, nanosec=min(round((seconds - sec) * 1e9), 999_999_999))
+    sec, nanosec = _split(seconds)
+    return Duration(sec=sec, nanosec=nanosec)
 
 
 def joint_positions(

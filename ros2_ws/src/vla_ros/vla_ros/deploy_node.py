@@ -60,56 +60,68 @@ RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 
 class Diagnostics:
     """A ``run_episode`` subscriber that keeps the loop's state for the node's ``/diagnostics``: period and
-    work time, inference latency, upcycled horizon, compensation, intervention and the safety state. A
-    fault is published at once (``publish``), the rest at the diagnostics rate."""
+    work time, inference latency, upcycled horizon, compensation, intervention and the safety state. Each
+    period only keeps the step (no formatting in the control loop); :attr:`state` formats it when the node
+    publishes, at the diagnostics rate, and at once when a fault appears."""
 
     def __init__(self, node: DeployNode) -> None:
         self.node = node
-        self.state: dict[str, str] = {"state": "idle"}
+        self.phase = "idle"  # idle, running, ending (written, the arm about to hold)
+        self._episode = ""
+        self._last: tuple[Any, float | None] | None = None  # (the last StepRecord, its period)
+        self._ended: dict[str, str] = {}
         self._last_wall: float | None = None
         self._holding = False
 
     def on_start(self, robot, obs) -> None:
-        self._last_wall, self._holding = None, False
-        self.state = {"state": "running", "episode": str(self.node.episodes)}
+        self._last_wall, self._holding, self._last = None, False, None
+        self.phase, self._episode = "running", str(self.node.episodes)
 
     def on_step(self, step) -> None:
-        d = self.node.deployment
         period = None if self._last_wall is None else step.wall_time - self._last_wall
         self._last_wall = step.wall_time
-        stack = d.stack
-        latency = d.runner.last_latency_s
-        comp = stack.compensator
-        fault = stack.fault
-        horizons = stack.executor.horizons
-        self.state = {
-            "state": "holding" if step.out.holding else "running",
-            "episode": str(self.node.episodes),
-            "step": str(step.index),
-            "period_ms": "" if period is None else f"{1000 * period:.2f}",
-            "work_ms": f"{1000 * step.work_s:.2f}",
-            "inference_latency_ms": "" if latency is None else f"{1000 * latency:.1f}",
-            "horizon": str(horizons[-1] if horizons else stack.executor.horizon),  # upcycled, else h
-            "upcycling": "on" if stack.executor.upcycle is not None else "off",
-            "compensation": "off" if comp is None else f"on (fits {comp.fits}, samples {comp.samples})",
-            "intervention": str(bool(step.out.is_intervention)).lower(),
-            "safety": "ok" if fault is None else "fault",
-            "fault": fault or "",
-        }
+        self._last = (step, period)
         if step.out.holding and not self._holding:
             self.node.publish_diagnostics()  # a fault is reported in the period it appears
         self._holding = step.out.holding
 
     def on_end(self, result) -> None:
-        self.state = {
-            **self.state,
-            "state": "ending",  # "idle" once the episode is written and the arm holds (DeployNode)
-            "last_success": str(result.success).lower(),
-            "last_steps": str(result.steps),
-        }
+        self.phase = "ending"  # "idle" once the episode is written and the arm holds (DeployNode)
+        self._ended = {"last_success": str(result.success).lower(), "last_steps": str(result.steps)}
 
     def idle(self) -> None:
-        self.state = {**self.state, "state": "idle"}
+        self.phase = "idle"
+
+    @property
+    def state(self) -> dict[str, str]:
+        out = {"state": self.phase, "episode": self._episode}
+        last, d = self._last, self.node.deployment
+        if last is not None and d is not None:
+            step, period = last
+            stack = d.stack
+            latency = d.runner.last_latency_s
+            comp = stack.compensator
+            fault = stack.fault
+            horizons = stack.executor.horizons
+            if self.phase == "running" and step.out.holding:
+                out["state"] = "holding"
+            out.update(
+                {
+                    "step": str(step.index),
+                    "period_ms": "" if period is None else f"{1000 * period:.2f}",
+                    "work_ms": f"{1000 * step.work_s:.2f}",
+                    "inference_latency_ms": "" if latency is None else f"{1000 * latency:.1f}",
+                    "horizon": str(horizons[-1] if horizons else stack.executor.horizon),  # upcycled, else h
+                    "upcycling": "on" if stack.executor.upcycle is not None else "off",
+                    "compensation": "off"
+                    if comp is None
+                    else f"on (fits {comp.fits}, samples {comp.samples})",
+                    "intervention": str(bool(step.out.is_intervention)).lower(),
+                    "safety": "ok" if fault is None else "fault",
+                    "fault": fault or "",
+                }
+            )
+        return {**out, **self._ended}
 
 
 class StepTopics:
