@@ -59,10 +59,14 @@ def test_lifecycle_transitions_hold_the_arm(deployment):
     assert not d.client.call(Trigger, "/vla_deploy/start_episode").success  # one episode at a time
     assert d.client.transition("vla_deploy", DEACTIVATE)
     assert d.client.state("vla_deploy") == "inactive"
-    # the last command holds the arm where it was measured
-    measured = np.asarray(joints[-1][1].position[:7])
+    # the last command holds the arm where it was measured: a position /joint_states reported (the arm was
+    # moving then, so it settles back there within a second)
     time.sleep(0.3)
     held = np.asarray(commands[-1][1].points[0].positions)
+    reported = np.array([m.position[:7] for _, m in joints[-40:]])
+    assert np.abs(reported - held).max(axis=1).min() < 1e-9, held
+    time.sleep(1.0)
+    measured = np.asarray(joints[-1][1].position[:7])
     assert np.allclose(held, measured, atol=0.02), (held, measured)
     n = len(commands)
     time.sleep(0.5)
