@@ -119,3 +119,29 @@ def test_interpolation_runs_a_slower_policy_on_a_faster_loop():
     np.testing.assert_allclose(a[:5], 0.2)  # the first action: no previous one to come from
     np.testing.assert_allclose(a[5:10], 0.2 + 0.1 * np.arange(1, 6) / 5)  # toward the second action, 0.3
     np.testing.assert_allclose(np.diff(a[5:]), 0.02, atol=1e-6)  # steady steps, also through the splice
+
+
+def test_on_command_sees_each_period_before_the_robot_moves_on():
+    """``on_command`` runs in the period, after the command and before the next observation; ``on_step``
+    follows with the same output (a ROS node publishes its proposal beside the command it goes with)."""
+    robot = ToyRobot(max_steps=8, goal=(9.0, 9.0))
+    events = []
+
+    class Live:
+        def on_start(self, robot, obs):
+            pass
+
+        def on_command(self, index, obs, out):
+            events.append(("command", index, len(robot.commands), out))
+
+        def on_step(self, step):
+            events.append(("step", step.index, len(robot.commands), step.out))
+
+        def on_end(self, result):
+            pass
+
+    run_episode(robot, stack(goal_policy()), subscribers=[Live()])
+    assert [e[:2] for e in events] == [(k, i) for i in range(8) for k in ("command", "step")]
+    for cmd, step in zip(events[::2], events[1::2], strict=True):
+        assert cmd[2] == cmd[1] + 1  # the period's command had gone out
+        assert cmd[3] is step[3]

@@ -5,6 +5,7 @@ One period (openpi's ``Runtime._step``, with our deployment layers)::
     obs = robot.observe()                      # images and joints, each with its capture stamp
     out = stack.step(obs, robot.now(), takeover)   # executor -> takeover -> compensation -> safety
     robot.command(out.command)  or  robot.hold()   # a fault holds within the period
+    subscribers.on_command(index, obs, out)    # optional: live outputs in the period (ROS topics)
     (realtime robots: sleep to the next period)
     subscribers.on_step(...)                   # recorder, video, metrics, intervention recorder
 
@@ -59,7 +60,12 @@ class EpisodeResult:
 
 
 class Subscriber(Protocol):
-    """Watches an episode: recording, video, metrics. Must not block the loop for long."""
+    """Watches an episode: recording, video, metrics. Must not block the loop for long.
+
+    A subscriber may also define ``on_command(index, obs, out)``: it is called in the period, right after
+    the command went out (``on_step`` comes a period later, with the next observation), for outputs that
+    must be timed with the command, such as the ROS node's ``~/policy_action``.
+    """
 
     def on_start(self, robot: Robot, obs: Observation) -> None: ...
 
@@ -80,14 +86,19 @@ def sleep_until(deadline: float, spin_s: float = 0.0015) -> None:
 
 @contextmanager
 def paused_gc(enabled: bool) -> Iterator[None]:
-    """No cyclic garbage collection inside ``with`` (reference counting still frees memory)."""
+    """No cyclic garbage collection inside ``with`` (reference counting still frees memory).
+
+    Nothing is collected on entry: a full collection in a process that holds a policy takes ~0.3 s with
+    the GIL held, and the threads that deliver the robot's inputs (ROS callbacks) would stall behind it
+    just as the episode starts. The objects alive on entry are frozen instead (never scanned inside), and
+    whatever is garbage among them is collected after the episode, when they are unfrozen.
+    """
     if not enabled:
         yield
         return
     was_enabled = gc.isenabled()
-    gc.collect()
-    gc.freeze()
     gc.disable()
+    gc.freeze()
     try:
         yield
     finally:
@@ -109,7 +120,7 @@ def run_episode(
     """Run one episode of ``stack`` on ``robot``; see the module docstring."""
     t0 = time.perf_counter()
     realtime = robot.capabilities.realtime
-    with paused_gc(realtime):  # collected before the first observation, paused until the end
+    with paused_gc(realtime):  # no cyclic GC pause inside the episode
         robot.reset(seed)
         obs = robot.observe()
         stack.reset(obs)
@@ -117,6 +128,7 @@ def run_episode(
         takeover.reset(robot)
         for s in subscribers:
             s.on_start(robot, obs)
+        live = [s.on_command for s in subscribers if hasattr(s, "on_command")]
         period = robot.profile.dt
         deadline = time.perf_counter()
         success: bool | None = None
@@ -128,6 +140,8 @@ def run_episode(
                 robot.hold()
             else:
                 robot.command(out.command)
+            for on_command in live:
+                on_command(steps, obs, out)
             work = time.perf_counter() - wall
             if realtime:
                 deadline += period

@@ -205,11 +205,28 @@ class Deployment:
         assert self.client.transition("vla_deploy", CONFIGURE), self.node.log()[-3000:]
         assert self.client.transition("vla_deploy", ACTIVATE)
 
-    def episode(self, timeout: float = 30.0) -> dict[str, str]:
-        """Start an episode and wait until the node reports it over (written, the arm holding)."""
+    def start(self) -> str:
+        """Start an episode; returns its number as the node reports it."""
         res = self.client.call(Trigger, "/vla_deploy/start_episode")
         assert res.success, res.message
-        number = res.message.split()[1]  # "episode <n> started"
+        return res.message.split()[1]  # "episode <n> started"
+
+    def wait_running(self, number: str, steps: int, timeout: float = 30.0) -> None:
+        """Wait until /diagnostics shows episode ``number`` running at step ``steps`` or later."""
+
+        def running() -> bool:
+            return any(
+                diagnostics_value(m, "episode") == number
+                and diagnostics_value(m, "state") == "running"
+                and int(diagnostics_value(m, "step") or 0) >= steps
+                for _, m in list(self.diagnostics)
+            )
+
+        wait_for(running, timeout, f"episode {number} to run {steps} steps")
+
+    def episode(self, timeout: float = 30.0) -> dict[str, str]:
+        """Start an episode and wait until the node reports it over (written, the arm holding)."""
+        number = self.start()
 
         def ended() -> bool:
             return any(

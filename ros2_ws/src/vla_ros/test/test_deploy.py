@@ -123,16 +123,21 @@ def _frames(root: Path) -> dict[str, np.ndarray]:
 
 
 def test_sigkill_loses_no_completed_episode(deployment, tmp_path, reach_checkpoint):
+    """Two episodes are stopped and written; the third is killed mid-run. The episodes are long (300 steps)
+    and each is ended by ``stop_episode`` once it is seen running, so no timing decides which is which."""
     from vla.data.validate import validate_dataset
     from vla.data.writer import EpisodeWriter, load_spec
 
     rec = tmp_path / "rec"
-    d = deployment(record_dir=str(rec), max_steps=15, success_topic="")
+    d = deployment(record_dir=str(rec), max_steps=300, success_topic="", diagnostics_hz=10.0)
     d.up()
-    d.episode()
-    d.episode()
-    assert d.client.call(Trigger, "/vla_deploy/start_episode").success
-    wait_for(lambda: d.last().get("state") == "running" and int(d.last().get("step", 0)) >= 3, 20, "run")
+    for _ in range(2):
+        number = d.start()
+        d.wait_running(number, steps=3)
+        res = d.client.call(Trigger, "/vla_deploy/stop_episode")
+        assert res.success and "ended" in res.message, res.message
+    number = d.start()
+    d.wait_running(number, steps=3)
     d.node.kill()  # SIGKILL mid-episode
     with EpisodeWriter(rec, load_spec(rec), resume=True) as w:  # what the node does at its next start
         assert w.num_episodes == 2, w.recovery_report
