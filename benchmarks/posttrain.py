@@ -2,6 +2,7 @@
 
     python benchmarks/posttrain.py --method <recap|aloe|habc|awbc|all> --task <reach|pick_place> --seeds 3
     python benchmarks/posttrain.py ... --phase tune       # the tuning seed range (never the reported one)
+    python benchmarks/posttrain.py ... --phase tune --set algo.critic.beta=0.5   # a candidate setting
 
 Arms (all from the same base SFT, post-trained for the same steps on the same demos + rollouts):
 
@@ -58,6 +59,7 @@ from omegaconf import OmegaConf
 
 import sim  # noqa: F401  (GL backend before mujoco)
 from sim.experts import ExpertNoise
+from sim.tasks import TASKS
 from training.closed_loop import closed_loop
 from training.config import TrainConfig
 from training.loop import env_runner, train
@@ -170,17 +172,21 @@ def _noise(fields: dict[str, Any]) -> ExpertNoise:
     return ExpertNoise(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
 
 
-def arm_overrides(arm: str, extra: list[str] = ()) -> list[str]:
+def arm_overrides(arm: str, task: str, extra: list[str] = ()) -> list[str]:
+    """An arm's preset; a credit method's reward is normalised by the task's episode limit T_max (a
+    property of the task, the same for every method; the presets' own value is reach's)."""
     if arm == "control":
         return ["experiment=posttrain_sft"]
     if arm == "filtered_bc":
         return ["experiment=posttrain_sft", "data.only_success=true"]
-    return [f"experiment=posttrain_{arm}", *extra]
+    return [f"experiment=posttrain_{arm}", f"algo.critic.reward.t_max={TASKS.get(task).max_steps}", *extra]
 
 
-def run_arm(arm: str, common: list[str], seed_dir: Path, code: str, extra: list[str]) -> dict[str, Any]:
+def run_arm(
+    arm: str, task: str, common: list[str], seed_dir: Path, code: str, extra: list[str]
+) -> dict[str, Any]:
     """One arm of one seed through ``closed_loop`` (one round); cached under its config hash."""
-    cfg = _compose([*arm_overrides(arm, extra), *common])
+    cfg = _compose([*arm_overrides(arm, task, extra), *common])
     h = config_hash(cfg, code)
     out = seed_dir / f"{arm}_{h}"
     report = out / "rounds.json"
@@ -216,14 +222,24 @@ def main() -> None:
     p.add_argument(
         "--quick", action="store_true", help="a smoke run at toy sizes (checks the pipeline; never recorded)"
     )
+    p.add_argument(
+        "--set",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="tune phase only: overrides of the method arms' preset (e.g. algo.critic.beta=0.5); the report "
+        "phase runs the preset files as they are",
+    )
     args = p.parse_args()
+    if args.set and args.phase != "tune":
+        p.error("--set is for the tune phase; presets are frozen for the report phase (edit the preset file)")
     started = time.time()
     design = DESIGN[args.task]
-    method_extra: list[str] = []
+    method_extra: list[str] = list(args.set)
     if args.quick:
         design = {**design, **QUICK}
         args.eval_episodes, args.no_record = min(args.eval_episodes, 3), True
-        method_extra = ["algo.critic.steps=10", "algo.critic.batch_size=32"]
+        method_extra += ["algo.critic.steps=10", "algo.critic.batch_size=32"]
     phase = PHASES[args.phase]
     code = code_version()
     methods = list(METHODS) if args.method == "all" else [args.method]
@@ -268,7 +284,7 @@ def main() -> None:
     ]
     base_eval = phase_dir / "base_eval.json"
     if not base_eval.exists():
-        runner_cfg = _compose([*arm_overrides("control"), *common])
+        runner_cfg = _compose([*arm_overrides("control", args.task), *common])
         phase_dir.mkdir(parents=True, exist_ok=True)
         base_eval.write_text(json.dumps(env_runner(runner_cfg, phase_dir / "base").run(base_ckpt, 0)))
     base = _metrics(json.loads(base_eval.read_text()))
@@ -285,7 +301,9 @@ def main() -> None:
             f"loop.rollout_seed={phase['rollout'] + 10_000 * s}",
             f"loop.rollouts_dir='{rollouts}'",  # quoted: Hydra's grammar reads braces
         ]
-        per_seed.append({arm: run_arm(arm, seed_common, seed_dir, code, method_extra) for arm in arms})
+        per_seed.append(
+            {arm: run_arm(arm, args.task, seed_common, seed_dir, code, method_extra) for arm in arms}
+        )
         print(f"seed {s}: " + ", ".join(f"{a} {per_seed[-1][a]['success']:.0f}%" for a in arms), flush=True)
 
     summary = summarise(per_seed, methods)
@@ -359,7 +377,9 @@ def render(args, design, base, per_seed, summary, methods) -> str:
         f"{args.eval_episodes} episodes per arm and seed, {args.seeds} training seeds; base SFT "
         f"{base['success']:.0f}% after {design['base_steps']} steps on {design['experts']} expert + "
         f"{design['slow']} slow (detour) + {design['sloppy']} sloppy demos; {design['rollouts']} rollouts "
-        f"per seed with simulated takeovers; {design['steps']} post-training steps; h={design['horizon']}).",
+        f"per seed with simulated takeovers; {design['steps']} post-training steps; h={design['horizon']})"
+        + (f"; method overrides {' '.join(args.set)}" if args.set else "")
+        + ".",
         "Mean [95% t-interval over seeds]:",
         "",
         "| arm | success (%) | time to success (steps) | successes / 1000 steps | lift over control | "
