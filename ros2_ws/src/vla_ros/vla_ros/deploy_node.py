@@ -17,7 +17,7 @@ Lifecycle (``rclpy.lifecycle``):
 The control loop runs in its own thread, paced to the control rate by ``run_episode`` (coarse sleep, then
 a short spin to the deadline). Every callback (inputs, services, lifecycle, timers) runs in one
 ``SingleThreadedExecutor``; the input callbacks only update caches. Not rclpy's ``MultiThreadedExecutor``:
-measured here, it delivered 10 Hz joint states and frames up to 0.6 s late now and then (p99 0.5 s, the
+measured here, it delivered 10 Hz joint states and frames up to 0.9 s late now and then (p99 0.5 s, the
 single-threaded one 2-6 ms at most, ros2/rclpy#1452), enough to trip the stale-input watchdog. The
 callbacks that block (``configure`` loads the policy; a stop waits until the episode is written) run only
 when no episode needs fresh inputs.
