@@ -46,8 +46,11 @@ import argparse
 import hashlib
 import json
 import math
+import multiprocessing
 import subprocess
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -200,6 +203,59 @@ def run_arm(
     return {"arm": arm, "config_hash": h, "out": str(out), **_metrics(done)}
 
 
+def _run_arm_logged(arm: str, task: str, common: list[str], seed_dir: Path, code: str, extra: list[str]):
+    """``run_arm`` in a worker process, its output to ``<seed dir>/<arm>.log``."""
+    seed_dir.mkdir(parents=True, exist_ok=True)
+    with open(seed_dir / f"{arm}.log", "a") as log, redirect_stdout(log), redirect_stderr(log):
+        return run_arm(arm, task, common, seed_dir, code, extra)
+
+
+def run_arms(
+    args: argparse.Namespace,
+    arms: list[str],
+    jobs: dict[int, tuple[list[str], Path]],
+    code: str,
+    extra: list[str],
+) -> dict[int, dict[str, dict[str, Any]]]:
+    """Every arm of every seed, ``args.jobs`` at a time. A seed's first arm (the control) collects the
+    rollouts its other arms share, so those start only when it is done."""
+    results: dict[int, dict[str, dict[str, Any]]] = {s: {} for s in jobs}
+
+    def finished(s: int) -> None:
+        if len(results[s]) == len(arms):
+            print(f"seed {s}: " + ", ".join(f"{a} {results[s][a]['success']:.0f}%" for a in arms), flush=True)
+
+    if args.jobs <= 1:
+        for s, (common, seed_dir) in jobs.items():
+            for arm in arms:
+                results[s][arm] = run_arm(arm, args.task, common, seed_dir, code, extra)
+            finished(s)
+        return results
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process holding torch and GL state
+    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx) as pool:
+        pending: dict[Future, tuple[int, str]] = {}
+
+        def submit(s: int, arm: str) -> None:
+            common, seed_dir = jobs[s]
+            print(f"== {seed_dir.name} {arm}: started (log {seed_dir / (arm + '.log')}) ==", flush=True)
+            fut = pool.submit(_run_arm_logged, arm, args.task, common, seed_dir, code, extra)
+            pending[fut] = (s, arm)
+
+        for s in jobs:
+            submit(s, arms[0])
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                s, arm = pending.pop(fut)
+                results[s][arm] = fut.result()
+                print(f"== {jobs[s][1].name} {arm}: {results[s][arm]['success']:.0f}% ==", flush=True)
+                if arm == arms[0]:
+                    for other in arms[1:]:
+                        submit(s, other)
+                finished(s)
+    return results
+
+
 def _metrics(r: dict[str, Any]) -> dict[str, Any]:
     return {
         "success": 100 * r["success_rate"],
@@ -218,6 +274,14 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=100)
     p.add_argument("--out", default=str(ROOT / "outputs" / "bench_posttrain"), help="cache root")
     p.add_argument("--threads", type=int, default=2, help="torch threads of every training run")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="arms trained side by side in worker processes (each with --threads; a seed's control arm runs "
+        "first, it collects the rollouts the seed's other arms share); a worker's output goes to "
+        "<seed dir>/<arm>.log",
+    )
     p.add_argument("--no-record", action="store_true", help="do not write the results record or docs")
     p.add_argument(
         "--quick", action="store_true", help="a smoke run at toy sizes (checks the pipeline; never recorded)"
@@ -291,7 +355,7 @@ def main() -> None:
     print(f"base SFT on {args.task}: {base['success']:.0f}% success", flush=True)
 
     arms = ["control", "filtered_bc", *methods]
-    per_seed: list[dict[str, dict[str, Any]]] = []
+    jobs: dict[int, tuple[list[str], Path]] = {}
     for s in range(args.seeds):
         seed_dir = phase_dir / f"seed_{s}"
         rollouts = seed_dir / "rollouts_round{round}"
@@ -301,10 +365,9 @@ def main() -> None:
             f"loop.rollout_seed={phase['rollout'] + 10_000 * s}",
             f"loop.rollouts_dir='{rollouts}'",  # quoted: Hydra's grammar reads braces
         ]
-        per_seed.append(
-            {arm: run_arm(arm, args.task, seed_common, seed_dir, code, method_extra) for arm in arms}
-        )
-        print(f"seed {s}: " + ", ".join(f"{a} {per_seed[-1][a]['success']:.0f}%" for a in arms), flush=True)
+        jobs[s] = (seed_common, seed_dir)
+    results = run_arms(args, arms, jobs, code, method_extra)
+    per_seed = [results[s] for s in range(args.seeds)]
 
     summary = summarise(per_seed, methods)
     table = render(args, design, base, per_seed, summary, methods)

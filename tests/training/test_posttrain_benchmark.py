@@ -1,5 +1,6 @@
 """benchmarks/posttrain.py end to end at toy sizes (``--quick``): demos, base SFT, shared rollouts, every
-arm through training/closed_loop.py, the table and the acceptance lines; a second run reuses every arm."""
+arm through training/closed_loop.py (two seeds, two arms at a time in worker processes), the table and the
+acceptance lines; a second run, one arm at a time, reuses every arm."""
 
 import subprocess
 import sys
@@ -12,9 +13,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_posttrain_benchmark_quick_runs_every_arm_and_caches(tmp_path):
-    cmd = [sys.executable, "posttrain.py", "--method", "all", "--task", "reach", "--seeds", "1", "--quick"]
+    cmd = [sys.executable, "posttrain.py", "--method", "all", "--task", "reach", "--seeds", "2", "--quick"]
     cmd += ["--out", str(tmp_path), "--threads", "1"]
-    first = subprocess.run(cmd, cwd=ROOT / "benchmarks", capture_output=True, text=True, timeout=1800)
+    first = subprocess.run(
+        [*cmd, "--jobs", "2"], cwd=ROOT / "benchmarks", capture_output=True, text=True, timeout=1800
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     for arm in ("control", "filtered_bc", "recap", "aloe", "habc", "awbc"):
         assert f"| {arm} |" in first.stdout
@@ -22,6 +25,7 @@ def test_posttrain_benchmark_quick_runs_every_arm_and_caches(tmp_path):
         assert f"{m}: lift over control:" in first.stdout and f"{m}: lift over filtered BC:" in first.stdout
         assert f"{m}: time to success: {m}" in first.stdout
     rollouts = list(tmp_path.rglob("rollouts_round1/meta/vla_episodes.jsonl"))
-    assert len(rollouts) == 1  # one rollout set shared by every arm of the seed
+    assert len(rollouts) == 2  # one rollout set per seed, shared by every arm of the seed
+    assert len(list(tmp_path.rglob("seed_*/*.log"))) == 12  # each worker's output in its own log
     second = subprocess.run(cmd, cwd=ROOT / "benchmarks", capture_output=True, text=True, timeout=600)
     assert second.returncode == 0 and "== seed_0" not in second.stdout  # every arm came from its cache
