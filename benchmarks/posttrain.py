@@ -55,6 +55,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from _credit_share import credit_shares
 from _demos import DART, ensure_demos
 from _provenance import provenance
 from hydra import compose, initialize_config_dir
@@ -73,6 +74,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 DOCS = ROOT / "docs" / "results.md"
 METHODS = ("recap", "aloe", "habc", "awbc")
+WALL_FILE = "wall.json"  # how long the run that made a cached folder took
 T_975 = {1: 12.71, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 # the data design per task (frozen; see the module docstring)
@@ -148,8 +150,8 @@ def fmt(values: list[float], digits: int = 1) -> str:
 
 
 # ---- the run ----------------------------------------------------------------------------------------------
-def ensure_data(task: str, design: dict[str, Any], data_root: Path) -> list[Path]:
-    """The three demo sets of the design (cached by what made them)."""
+def ensure_data(task: str, design: dict[str, Any], data_root: Path) -> tuple[list[Path], list[str]]:
+    """The three demo sets of the design (cached by what made them), and their names."""
     sets = [
         ("experts", design["experts"], DART.get(task, ExpertNoise()), 0, False),
         (
@@ -161,14 +163,15 @@ def ensure_data(task: str, design: dict[str, Any], data_root: Path) -> list[Path
         ),
         ("sloppy", design["sloppy"], _noise(design["sloppy_noise"]), 50_000, True),
     ]
-    roots = []
+    roots, names = [], []
     for name, n, noise, seed, keep_failures in sets:
         if n == 0:
             continue
         root = data_root / f"{task}_{name}{n}_{key(asdict(noise), seed, code_version())}"
         ensure_demos(task, n, root, noise, seed=seed, keep_failures=keep_failures)
         roots.append(root)
-    return roots
+        names.append(name)
+    return roots, names
 
 
 def _noise(fields: dict[str, Any]) -> ExpertNoise:
@@ -198,9 +201,17 @@ def run_arm(
     if done is None:
         cfg.out = str(out)
         print(f"== {seed_dir.name} {arm} ({h}) ==", flush=True)
+        t0 = time.time()
         closed_loop(cfg)
+        (out / WALL_FILE).write_text(json.dumps({"wall_minutes": round((time.time() - t0) / 60, 2)}))
         done = next(r for r in json.loads(report.read_text()) if r["round"] == 1)
-    return {"arm": arm, "config_hash": h, "out": str(out), **_metrics(done)}
+    return {"arm": arm, "config_hash": h, "out": str(out), "wall_minutes": _wall(out), **_metrics(done)}
+
+
+def _wall(out: Path) -> float | None:
+    """Minutes the run that made ``out`` took (None for a folder made before the benchmark timed it)."""
+    path = out / WALL_FILE
+    return json.loads(path.read_text())["wall_minutes"] if path.exists() else None
 
 
 def _run_arm_logged(arm: str, task: str, common: list[str], seed_dir: Path, code: str, extra: list[str]):
@@ -308,7 +319,7 @@ def main() -> None:
     code = code_version()
     methods = list(METHODS) if args.method == "all" else [args.method]
     out = Path(args.out)
-    roots = ensure_data(args.task, design, out / "data")
+    roots, names = ensure_data(args.task, design, out / "data")
     cap = max(design["experts"], design["slow"], design["sloppy"], design["rollouts"])
 
     # the base SFT (cached by its config and the code) and its evaluation on this phase's episodes
@@ -327,7 +338,9 @@ def main() -> None:
     base_ckpt = base_dir / "checkpoints" / "last"
     if not (base_ckpt / "model.safetensors").exists():
         base_cfg.out = str(base_dir)
+        t0 = time.time()
         train(base_cfg)
+        (base_dir / WALL_FILE).write_text(json.dumps({"wall_minutes": round((time.time() - t0) / 60, 2)}))
     phase_dir = out / args.task / f"{args.phase}_{key(base_dir.name, design, args.eval_episodes)}"
     common = [
         f"init_from={base_ckpt}",
@@ -368,9 +381,21 @@ def main() -> None:
         jobs[s] = (seed_common, seed_dir)
     results = run_arms(args, arms, jobs, code, method_extra)
     per_seed = [results[s] for s in range(args.seeds)]
+    for s, (seed_common, seed_dir) in jobs.items():
+        for m in methods:
+            cfg = _compose([*arm_overrides(m, args.task, method_extra), *seed_common])
+            per_seed[s][m]["credit_shares"] = credit_shares(
+                Path(per_seed[s][m]["out"]),
+                [*roots, seed_dir / "rollouts_round1"],
+                [*names, "rollouts"],
+                cap,
+                m,
+                dict(cfg.algo["critic"]),
+                cfg.batch_size,
+            )
 
     summary = summarise(per_seed, methods)
-    table = render(args, design, base, per_seed, summary, methods)
+    table = render(args, design, base, per_seed, summary, methods) + "\n\n" + render_shares(per_seed, methods)
     print(table)
     if not args.no_record and args.phase == "report":
         record = {
@@ -382,6 +407,12 @@ def main() -> None:
             "design": design,
             "code_version": code,
             "base": {k: v for k, v in base.items() if k != "outcomes"},
+            "base_wall_minutes": _wall(base_dir),
+            "compute_minutes": round(
+                (_wall(base_dir) or 0.0)
+                + sum(row[a]["wall_minutes"] or 0.0 for row in per_seed for a in arms),
+                1,
+            ),
             "arms": {a: [row[a] for row in per_seed] for a in arms},
             "summary": summary,
         }
@@ -426,6 +457,32 @@ def summarise(per_seed: list[dict[str, dict[str, Any]]], methods: list[str]) -> 
             "per_1000_steps_vs_filtered_bc": mean_ci(diff(m, "filtered_bc", "per_1000_steps")),
         }
     return out
+
+
+def render_shares(per_seed: list[dict[str, dict[str, Any]]], methods: list[str]) -> str:
+    """Share of each method's actor signal per data group (mean over seeds), beside the group's frames."""
+    groups = sorted({g for row in per_seed for m in methods for g in row[m]["credit_shares"]})
+    frames = {
+        g: mean_ci([row[methods[0]]["credit_shares"].get(g, {}).get("frames", 0.0) for row in per_seed])[0]
+        for g in groups
+    }
+    lines = [
+        "Where the actor's signal goes (`benchmarks/_credit_share.py`): the share (%) of the per-frame "
+        "weight (RECAP: of the I = 1 frames) on each part of the data, mean over seeds; SFT continued gives "
+        "each part its share of the frames, filtered BC gives failed episodes none. ALOE's are its critic's "
+        "weights when actor training starts.",
+        "",
+        "| method | " + " | ".join(groups) + " |",
+        "|---|" + "---|" * len(groups),
+        "| (frames) | " + " | ".join(f"{frames[g]:.1f}" for g in groups) + " |",
+    ]
+    for m in methods:
+        vals = [
+            mean_ci([row[m]["credit_shares"].get(g, {}).get("signal", 0.0) for row in per_seed])[0]
+            for g in groups
+        ]
+        lines.append(f"| {m} | " + " | ".join(f"{v:.1f}" for v in vals) + " |")
+    return "\n".join(lines)
 
 
 def render(args, design, base, per_seed, summary, methods) -> str:

@@ -1,0 +1,80 @@
+"""Where a credit method's actor signal goes: the share of it on each part of the data design.
+
+A diagnosis for ``benchmarks/posttrain.py``, read from the labels a method's critic stored
+(``<arm>/round_1/train/critic/labels.safetensors``, one row per training frame in the order the
+training data loads them: the demo roots, then the rollouts, the first ``max_episodes`` of each).
+
+- weight methods (AWBC, ALOE, HABC): the share of the total per-frame weight on each group. HABC's
+  weights are standardised per batch (the spec), so they are recomputed here over random batches of the
+  training batch size and averaged per frame; ALOE's are those of its critic at the start of actor
+  training (its online critic moves them afterwards);
+- RECAP: the share of the I = 1 frames (the ones the positive-conditioned policy imitates).
+
+Beside each share, the group's share of the frames: a signal share below the frame share means the method
+imitates that group less than SFT continued does; filtered BC gives failed episodes zero.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from training.critics.targets import habc_weights
+from vla.data.reader import iter_episodes, read_episode_info
+from vla.data.schema import IS_INTERVENTION
+
+
+def frame_groups(roots: list[Path], names: list[str], max_episodes: int) -> list[str]:
+    """One group name per training frame: ``<name> ok|failed``, rollouts' takeover frames as ``human``."""
+    groups: list[str] = []
+    for root, name in zip(roots, names, strict=True):
+        infos = read_episode_info(root)[:max_episodes]
+        human: dict[int, list[bool]] = {}
+        if name == "rollouts":
+            for index, ep in iter_episodes(root, [i.episode_index for i in infos], keys=[IS_INTERVENTION]):
+                human[index] = ep[IS_INTERVENTION].reshape(-1).astype(bool).tolist()
+        for info in infos:
+            outcome = "ok" if info.success else "failed"
+            flags = human.get(info.episode_index, [False] * info.length)
+            groups += [f"{name} human" if h else f"{name} {outcome}" for h in flags]
+    return groups
+
+
+def signal(labels: dict[str, torch.Tensor], algo: str, beta: float, w_max: float, batch: int) -> torch.Tensor:
+    """Each frame's share of the actor's signal (unnormalised). [N]"""
+    if algo == "recap":
+        return labels["cond"].float()
+    if algo == "habc" and "a_v" in labels:
+        n = len(labels["a_v"])
+        g = torch.Generator().manual_seed(0)
+        total, count = torch.zeros(n), torch.zeros(n)
+        for _ in range(max(1, 50 * n // batch)):
+            idx = torch.randint(n, (batch,), generator=g)
+            w = habc_weights(
+                labels["a_v"][idx], labels["a_e"][idx], labels["gate"][idx], labels["human"][idx], beta, w_max
+            )
+            total.index_add_(0, idx, w)
+            count.index_add_(0, idx, torch.ones(batch))
+        return total / count.clamp(min=1)
+    return labels["weight"].float()
+
+
+def credit_shares(
+    arm_out: Path, roots: list[Path], names: list[str], max_episodes: int, algo: str, critic: dict, batch: int
+) -> dict[str, dict[str, float]]:
+    """``{group: {"frames": share of frames, "signal": share of the actor's signal}}`` in percent."""
+    labels = load_file(str(arm_out / "round_1" / "train" / "critic" / "labels.safetensors"))
+    groups = frame_groups(roots, names, max_episodes)
+    s = signal(labels, algo, float(critic.get("beta", 1.0)), float(critic.get("w_max", 20.0)), batch)
+    if len(s) != len(groups):
+        raise ValueError(f"{arm_out}: {len(s)} labelled frames, the data design has {len(groups)}")
+    out: dict[str, dict[str, float]] = {}
+    for name in sorted(set(groups)):
+        mask = torch.tensor([g == name for g in groups])
+        out[name] = {
+            "frames": 100 * float(mask.float().mean()),
+            "signal": 100 * float(s[mask].sum() / s.sum().clamp(min=1e-12)),
+        }
+    return out
