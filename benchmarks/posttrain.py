@@ -47,6 +47,7 @@ import hashlib
 import json
 import math
 import multiprocessing
+import shutil
 import subprocess
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -336,7 +337,8 @@ def main() -> None:
     )
     base_dir = out / args.task / f"base_{config_hash(base_cfg, code)}"
     base_ckpt = base_dir / "checkpoints" / "last"
-    if not (base_ckpt / "model.safetensors").exists():
+    if not (base_dir / WALL_FILE).exists():  # written when training returns: an interrupted base is redone
+        shutil.rmtree(base_dir, ignore_errors=True)
         base_cfg.out = str(base_dir)
         t0 = time.time()
         train(base_cfg)
