@@ -42,11 +42,17 @@ def frame_groups(roots: list[Path], names: list[str], max_episodes: int) -> list
     return groups
 
 
-def signal(labels: dict[str, torch.Tensor], algo: str, beta: float, w_max: float, batch: int) -> torch.Tensor:
-    """Each frame's share of the actor's signal (unnormalised). [N]"""
+def signal(labels: dict[str, torch.Tensor], algo: str, critic: dict, batch: int) -> torch.Tensor:
+    """Each frame's share of the actor's signal (unnormalised), read as the actor reads it. [N]
+
+    What the actor trains on is chosen by the critic's config, not by which labels happen to be stored:
+    HABC with ``standardise: batch`` (the spec) forms its weights per batch from ``a_v``/``a_e``, so they are
+    recomputed here; with ``standardise: dataset`` it trains on the stored ``weight``.
+    """
     if algo == "recap":
         return labels["cond"].float()
-    if algo == "habc" and "a_v" in labels:
+    if algo == "habc" and critic.get("standardise", "batch") == "batch":
+        beta, w_max = float(critic.get("beta", 1.0)), float(critic.get("w_max", 20.0))
         n = len(labels["a_v"])
         g = torch.Generator().manual_seed(0)
         total, count = torch.zeros(n), torch.zeros(n)
@@ -67,7 +73,7 @@ def credit_shares(
     """``{group: {"frames": share of frames, "signal": share of the actor's signal}}`` in percent."""
     labels = load_file(str(arm_out / "round_1" / "train" / "critic" / "labels.safetensors"))
     groups = frame_groups(roots, names, max_episodes)
-    s = signal(labels, algo, float(critic.get("beta", 1.0)), float(critic.get("w_max", 20.0)), batch)
+    s = signal(labels, algo, critic, batch)
     if len(s) != len(groups):
         raise ValueError(f"{arm_out}: {len(s)} labelled frames, the data design has {len(groups)}")
     out: dict[str, dict[str, float]] = {}
