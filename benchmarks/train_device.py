@@ -7,8 +7,9 @@ observations, failed episodes, human takeovers in policy rollouts).
 Runs ``python -m training.scripts.train`` (what ``vla-train`` runs) per arm, so the presets, the critics and
 the loop are the ones users run; only the sizes are the toy's (the default policy at 32x32 images). Per arm
 it records the wall time, the training loss at the start and the end (tensorboard scalars), and the critic's
-loss at the start and the end of its fit; it fails when a loss is not finite or does not fall. Writes
-``benchmarks/results/train_device_<device>.json``.
+loss at the start and the end of its fit. It fails when a loss is not finite, when the base's or a critic's
+loss does not fall, or when an arm's (continued from the converged base: flat and noisy) more than doubles.
+Writes ``benchmarks/results/train_device_<device>.json``.
 
 The datasets are written with lerobot (``--data``, once); a machine without lerobot (a bare GPU image) can
 train from datasets written elsewhere: ``--data`` with both folders present skips the writing.
@@ -119,7 +120,9 @@ def main() -> None:
         (a, b), c = r["loss"], r.get("critic_loss")
         crit = f"{c[0]:.3f} -> {c[1]:.3f}" if c else "-"
         print(f"{arm:<6} {r['wall_s']:>7.1f} {a:>11.4f} {b:>9.4f} {crit:>20}")
-        if not (math.isfinite(a) and math.isfinite(b) and b < a):
+        # the base learns from scratch: its loss must fall; an arm continues from a converged base, where
+        # the flow-matching loss is flat and noisy: it must stay finite and within 2x of where it started
+        if not (math.isfinite(a) and math.isfinite(b) and (b < a if arm == "base" else b < 2 * a)):
             bad.append(f"{arm}: training loss {a:.4f} -> {b:.4f}")
         if c and not (math.isfinite(c[1]) and c[1] < c[0]):
             bad.append(f"{arm}: critic loss {c[0]:.4f} -> {c[1]:.4f}")
@@ -131,7 +134,7 @@ def main() -> None:
             record["source_commit"] = os.environ["VLA_COMMIT"]
         print("wrote", write_record(f"train_device_{args.device.split(':')[0]}", record, started))
     if bad:
-        raise SystemExit("losses that did not fall: " + "; ".join(bad))
+        raise SystemExit("losses off: " + "; ".join(bad))
 
 
 if __name__ == "__main__":
