@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -85,6 +86,7 @@ def main() -> None:
 
     roots = write_data(Path(args.data))
     out = Path(args.out) / args.device
+    shutil.rmtree(out, ignore_errors=True)  # its scratch: an earlier run's tensorboard events would mix in
     data = f"data.roots=[{','.join(str(r) for r in roots)}]"
     common = [data, "env=none", f"device={args.device}", "threads=1", "progress=false", "batch_size=32"]
     common += ["log_every=5", f"save_every={args.steps}", "resume=false"]
@@ -130,9 +132,12 @@ def main() -> None:
         gpu = torch.cuda.get_device_name() if args.device.startswith("cuda") else None
         record = {"device": args.device, "gpu": gpu, "torch": torch.__version__, "steps": args.steps}
         record |= {"critic_steps": args.critic_steps, "arms": rows, "failures": bad}
-        if os.environ.get("VLA_COMMIT"):  # a copied tree without .git: the commit it was copied from
-            record["source_commit"] = os.environ["VLA_COMMIT"]
-        print("wrote", write_record(f"train_device_{args.device.split(':')[0]}", record, started))
+        path = write_record(f"train_device_{args.device.split(':')[0]}", record, started)
+        if os.environ.get("VLA_COMMIT"):  # a copied tree whose .git is not its own: the commit it came from
+            full = json.loads(path.read_text())
+            full |= {"commit": os.environ["VLA_COMMIT"], "dirty": None}
+            path.write_text(json.dumps(full, indent=2) + "\n")
+        print("wrote", path)
     if bad:
         raise SystemExit("losses off: " + "; ".join(bad))
 
