@@ -11,7 +11,10 @@ training data loads them: the demo roots, then the rollouts, the first ``max_epi
 - RECAP: the share of the I = 1 frames (the ones the positive-conditioned policy imitates).
 
 Beside each share, the group's share of the frames: a signal share below the frame share means the method
-imitates that group less than SFT continued does; filtered BC gives failed episodes zero.
+imitates that group less than SFT continued does; filtered BC gives failed episodes zero. And the spread of
+the per-frame weight within each group (relative to the mean over all frames: 1 = what SFT continued gives
+every frame): its mean and its 10/50/90% quantiles. A group whose weights sit in a narrow band near 1 is not
+told apart from the rest, however its share looks.
 """
 
 from __future__ import annotations
@@ -70,17 +73,24 @@ def signal(labels: dict[str, torch.Tensor], algo: str, critic: dict, batch: int)
 def credit_shares(
     arm_out: Path, roots: list[Path], names: list[str], max_episodes: int, algo: str, critic: dict, batch: int
 ) -> dict[str, dict[str, float]]:
-    """``{group: {"frames": share of frames, "signal": share of the actor's signal}}`` in percent."""
+    """``{group: {"frames": %, "signal": %, "mean_w", "w_q10", "w_q50", "w_q90"}}``: the group's share of the
+    frames and of the actor's signal, and its frames' weights relative to the mean over all frames."""
     labels = load_file(str(arm_out / "round_1" / "train" / "critic" / "labels.safetensors"))
     groups = frame_groups(roots, names, max_episodes)
     s = signal(labels, algo, critic, batch)
     if len(s) != len(groups):
         raise ValueError(f"{arm_out}: {len(s)} labelled frames, the data design has {len(groups)}")
     out: dict[str, dict[str, float]] = {}
+    w = s / s.mean().clamp(min=1e-12)  # per-frame weight relative to the mean over all frames
     for name in sorted(set(groups)):
         mask = torch.tensor([g == name for g in groups])
+        q10, q50, q90 = torch.quantile(w[mask], torch.tensor([0.1, 0.5, 0.9])).tolist()
         out[name] = {
             "frames": 100 * float(mask.float().mean()),
             "signal": 100 * float(s[mask].sum() / s.sum().clamp(min=1e-12)),
+            "mean_w": float(w[mask].mean()),
+            "w_q10": q10,
+            "w_q50": q50,
+            "w_q90": q90,
         }
     return out

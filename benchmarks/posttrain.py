@@ -461,6 +461,16 @@ def summarise(per_seed: list[dict[str, dict[str, Any]]], methods: list[str]) -> 
     return out
 
 
+def _spread(per_seed: list[dict[str, dict[str, Any]]], method: str, group: str) -> str:
+    """``mean [q10, q90]`` of a method's per-frame weight in a group, averaged over seeds."""
+    cells = [row[method]["credit_shares"].get(group) for row in per_seed]
+    cells = [c for c in cells if c and "mean_w" in c]
+    if not cells:
+        return "-"
+    mean = {k: sum(c[k] for c in cells) / len(cells) for k in ("mean_w", "w_q10", "w_q90")}
+    return f"{mean['mean_w']:.2f} [{mean['w_q10']:.2f}, {mean['w_q90']:.2f}]"
+
+
 def render_shares(per_seed: list[dict[str, dict[str, Any]]], methods: list[str]) -> str:
     """Share of each method's actor signal per data group (mean over seeds), beside the group's frames."""
     groups = sorted({g for row in per_seed for m in methods for g in row[m]["credit_shares"]})
@@ -484,6 +494,17 @@ def render_shares(per_seed: list[dict[str, dict[str, Any]]], methods: list[str])
             for g in groups
         ]
         lines.append(f"| {m} | " + " | ".join(f"{v:.1f}" for v in vals) + " |")
+    lines += [
+        "",
+        "The per-frame weight within each part, relative to the mean over all frames (1 = what SFT continued "
+        "gives every frame; RECAP: an I = 1 frame counts 1/(share of I = 1 frames), an I = 0 frame 0): mean "
+        "[10%, 90% quantiles] of each part's frames, averaged over seeds.",
+        "",
+        "| method | " + " | ".join(groups) + " |",
+        "|---|" + "---|" * len(groups),
+    ]
+    for m in methods:
+        lines.append(f"| {m} | " + " | ".join(_spread(per_seed, m, g) for g in groups) + " |")
     return "\n".join(lines)
 
 

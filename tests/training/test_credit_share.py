@@ -75,5 +75,9 @@ def test_credit_shares_read_the_stored_labels_and_name_a_mismatch(design, tmp_pa
     assert shares["demos failed"]["signal"] == 0.0 and shares["rollouts human"]["signal"] == 0.0
     ok = [g for g in shares if g.endswith(" ok")]
     assert sum(shares[g]["signal"] for g in ok) == pytest.approx(100.0)
+    # weights relative to the mean over all frames: an imitated frame counts 1 / (share of imitated frames)
+    assert shares["demos ok"]["mean_w"] == pytest.approx(len(groups) / int(cond.sum()))
+    assert shares["demos failed"]["w_q90"] == 0.0
+    assert sum(v["mean_w"] * v["frames"] / 100 for v in shares.values()) == pytest.approx(1.0)
     with pytest.raises(ValueError, match=r"recap.*labelled frames"):
         credit_shares(tmp_path / "recap", roots, names, 3, "recap", {}, batch=16)
