@@ -471,6 +471,11 @@ def _spread(per_seed: list[dict[str, dict[str, Any]]], method: str, group: str) 
     return f"{mean['mean_w']:.2f} [{mean['w_q10']:.2f}, {mean['w_q90']:.2f}]"
 
 
+def _table_head(groups: list[str]) -> list[str]:
+    """The header and rule of a markdown table with one column per data group."""
+    return ["| method | " + " | ".join(groups) + " |", "|---|" + "---|" * len(groups)]
+
+
 def render_shares(per_seed: list[dict[str, dict[str, Any]]], methods: list[str]) -> str:
     """Share of each method's actor signal per data group (mean over seeds), beside the group's frames."""
     groups = sorted({g for row in per_seed for m in methods for g in row[m]["credit_shares"]})
@@ -484,8 +489,7 @@ def render_shares(per_seed: list[dict[str, dict[str, Any]]], methods: list[str])
         "each part its share of the frames, filtered BC gives failed episodes none. ALOE's are its critic's "
         "weights when actor training starts.",
         "",
-        "| method | " + " | ".join(groups) + " |",
-        "|---|" + "---|" * len(groups),
+        *_table_head(groups),
         "| (frames) | " + " | ".join(f"{frames[g]:.1f}" for g in groups) + " |",
     ]
     for m in methods:
@@ -500,8 +504,7 @@ def render_shares(per_seed: list[dict[str, dict[str, Any]]], methods: list[str])
         "gives every frame; RECAP: an I = 1 frame counts 1/(share of I = 1 frames), an I = 0 frame 0): mean "
         "[10%, 90% quantiles] of each part's frames, averaged over seeds.",
         "",
-        "| method | " + " | ".join(groups) + " |",
-        "|---|" + "---|" * len(groups),
+        *_table_head(groups),
     ]
     for m in methods:
         lines.append(f"| {m} | " + " | ".join(_spread(per_seed, m, g) for g in groups) + " |")
