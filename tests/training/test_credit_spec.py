@@ -112,6 +112,30 @@ def test_habc_outcome_labels_ignore_demonstration_segments(toy):
     assert not torch.equal(a2["a_v"], b2["a_v"])
 
 
+def test_habc_monte_carlo_viability_advantage_sees_every_segments_outcome(toy):
+    """The variant: A_v = y_seg - V_v(s_t), the spec's one-step advantages summed to the segment's end, on
+    demonstrations too (whose outcomes the heads still never see)."""
+    _, root, demos_ok, demos_bad = toy
+    c, a = _habc_labels(root, demos_ok, viability_advantage="monte_carlo")
+    c_bad, b = _habc_labels(root, demos_bad, viability_advantage="monte_carlo")
+    _, one = _habc_labels(root, demos_ok)
+    assert torch.equal(a["value"], b["value"]) and torch.equal(a["value"], one["value"])  # same heads
+    is_demo = torch.tensor([c.data.episodes[e].source == "demo" for e in c.data.episode_id.tolist()])
+    flipped = (a["a_v"] - b["a_v"]).abs()
+    outcome_flipped = (c.y_v - c_bad.y_v).abs()  # 0 on autonomous segments that end at a takeover
+    demo = is_demo & c.autonomous
+    assert outcome_flipped[demo].sum() > 0.5 * demo.sum()
+    assert torch.allclose(flipped[demo], outcome_flipped[demo])  # the demo's own outcome counts
+    assert torch.equal(flipped[~is_demo], torch.zeros(int((~is_demo).sum())))
+    # on a segment the policy executed it is the telescoped sum of the one-step advantages
+    seg = c.labelled & (c.seg_end == c.seg_end[torch.nonzero(c.labelled)[0, 0]])
+    frames = torch.nonzero(seg).squeeze(1)
+    summed = one["a_v"][frames].flip(0).cumsum(0).flip(0)
+    assert torch.allclose(a["a_v"][frames], summed, atol=1e-5)
+    with pytest.raises(ValueError, match="viability_advantage='td'"):
+        _habc_labels(root, demos_ok, viability_advantage="td")
+
+
 def test_habc_weights_are_standardised_per_batch(toy, tmp_path):
     _, root, demos_ok, _ = toy
     data = _data(root, demos_ok)

@@ -26,6 +26,11 @@ class HABCConfig(CriticConfig):
     # outcome labels only from segments the current policy executed (the spec); a list of sources whose
     # autonomous segments also count (e.g. ["policy", "demo", "scripted"], the old behaviour)
     label_sources: tuple[str, ...] = ("policy",)
+    # A_v: "one_step" = V_v(s_{t+1}) - V_v(s_t) (the spec); "monte_carlo" = y_seg - V_v(s_t), the one-step
+    # advantages summed to the segment's end with its observed outcome as the terminal value, for every
+    # autonomous segment (demonstrations included). The variant for data whose failures are uniformly
+    # hopeless: there V_v is ~0 at every state, so one-step advantages are ~0 and z() puts them mid-batch.
+    viability_advantage: str = "one_step"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -33,6 +38,10 @@ class HABCConfig(CriticConfig):
             raise ValueError(f"beta={self.beta} and w_max={self.w_max} must be > 0")
         if self.standardise not in ("batch", "dataset"):
             raise ValueError(f"standardise={self.standardise!r}: use 'batch' or 'dataset'")
+        if self.viability_advantage not in ("one_step", "monte_carlo"):
+            raise ValueError(
+                f"viability_advantage={self.viability_advantage!r}: use 'one_step' or 'monte_carlo'"
+            )
         self.label_sources = tuple(self.label_sources)
 
 
@@ -47,7 +56,10 @@ class ViabilityEfficiencyCritic(Critic):
     Per transition, every autonomous frame (demonstrations included: they are actor data, not outcome
     labels): A_v = V_v(s_{t+1}) - V_v(s_t), A_e = -1/T_max + V_e(s_{t+1}) - V_e(s_t); at the end of a
     labelled segment the next values are its outcome (V_v = y, V_e = 0 on success, -1 on failure), at the
-    end of an unlabelled one the heads' own values; g_t = sigmoid(kappa (V_v(s_t) - tau)).
+    end of an unlabelled one the heads' own values; g_t = sigmoid(kappa (V_v(s_t) - tau)). The variant
+    ``viability_advantage="monte_carlo"`` sums the one-step A_v to the segment's end with the segment's
+    observed outcome y_seg as the terminal value, A_v = y_seg - V_v(s_t), on every autonomous segment (the
+    heads are still fitted on ``label_sources`` only).
     The actor's weight, A_hat = (1 - g) z(A_v) + g z(A_e), w = clip(exp(A_hat / beta), 0, w_max) renormalised
     to mean 1, human frames w = 1, is formed per actor batch (``standardise="batch"``, z over the batch's
     autonomous frames: :meth:`batch_weights`), or once over the dataset (``"dataset"``).
@@ -114,6 +126,8 @@ class ViabilityEfficiencyCritic(Critic):
         v_v_next = torch.where(at_end, outcome_v, v_v[nxt])
         v_e_next = torch.where(at_end, outcome_e, v_e[nxt])
         a_v = v_v_next - v_v
+        if cfg.viability_advantage == "monte_carlo":
+            a_v = self.y_v - v_v  # sum_{k >= t} A_v(k) with V_v(s_end) = y_seg
         a_e = -1.0 / cfg.reward.t_max + v_e_next - v_e
         gate = habc_gate(v_v, cfg.gate_tau, cfg.gate_kappa)
         human = ~self.autonomous
