@@ -102,6 +102,7 @@ class CNNEncoder(nn.Module):
         kp_stage = min(1, len(channels) - 1)
         self.kp_stage = kp_stage
         self.keypoints = SpatialSoftmax(channels[kp_stage], keypoints, d_model) if keypoints else None
+        self.image_size = (int(image_size[0]), int(image_size[1]))  # the position table is built for it
         with torch.no_grad():
             n = self._grid(torch.zeros(1, 3, *image_size))[0].flatten(2).shape[-1]
         self.pos = nn.Parameter(torch.randn(1, n, d_model) * 0.02)

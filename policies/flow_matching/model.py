@@ -113,6 +113,13 @@ class FlowMatchingModel(nn.Module):
         Returns:
             prefix features [B, T, d] and the valid-token mask [B, T].
         """
+        for (camera, enc), img in zip(self.vision.items(), images, strict=True):
+            size = getattr(enc, "image_size", None)  # encoders with a fixed token grid
+            if size is not None and tuple(img.shape[-2:]) != size:
+                raise ValueError(
+                    f"camera {camera!r}: images are {img.shape[-2]}x{img.shape[-1]} but the policy was built "
+                    f"for policy.image_size={list(size)}: set policy.image_size to the data's [H, W]"
+                )
         toks = [
             enc(img) + self.camera_emb[i]
             for i, (enc, img) in enumerate(zip(self.vision.values(), images, strict=True))

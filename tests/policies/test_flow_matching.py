@@ -1,5 +1,6 @@
 """Our flow-matching VLA: per-sample loss, pinned noise, save/load, CFG, KV cache, learning."""
 
+import pytest
 import torch
 
 import policies  # noqa: F401
@@ -109,6 +110,15 @@ def test_missing_stats_key_and_observation_key_raise_clearly():
         assert "observation.images.wrist" in str(e)
     else:
         raise AssertionError("missing camera not reported")
+
+
+def test_images_of_another_size_name_the_camera_and_the_setting():
+    cfg = debug_config()  # 32x32
+    p = FlowMatchingPolicy(cfg)
+    batch = make_batch(cfg, b=2)
+    batch[IMAGE_PREFIX + "wrist"] = torch.rand(2, 3, 48, 64)
+    with pytest.raises(ValueError, match=r"camera 'wrist': images are 48x64 .*policy.image_size=\[32, 32\]"):
+        p.loss(batch)
 
 
 def test_loss_falls_on_a_tiny_dataset():
