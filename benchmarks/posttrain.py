@@ -9,7 +9,10 @@ Arms (all from the same base SFT, post-trained for the same steps on the same de
 - ``control``: SFT continued on all data (``experiment=posttrain_sft``);
 - ``filtered_bc``: the same on successful episodes only (``data.only_success=true``): it uses the same episode
   success labels the critics use;
-- the method(s): ``experiment=posttrain_<method>``, one preset per method, the same on every task.
+- the method(s): ``experiment=posttrain_<method>``, one preset per method, the same on every task;
+- ablation arms (:data:`ABLATIONS`): a method's variant with its own preset file, shown beside the method
+  (``habc_mc``: HABC's Monte-Carlo viability advantage beside the spec's one-step form). A method's
+  headline is always its own preset's.
 
 A method's headline is its lift over the *stronger* of the two baselines.
 
@@ -75,6 +78,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 DOCS = ROOT / "docs" / "results.md"
 METHODS = ("recap", "aloe", "habc", "awbc")
+ABLATIONS = ("habc_mc",)  # variants with a preset of their own (configs/experiment/posttrain_<arm>.yaml)
 WALL_FILE = "wall.json"  # how long the run that made a cached folder took
 T_975 = {1: 12.71, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
@@ -279,7 +283,12 @@ def _metrics(r: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--method", required=True, choices=[*METHODS, "all"])
+    p.add_argument(
+        "--method",
+        required=True,
+        choices=[*METHODS, *ABLATIONS, "all"],
+        help="all: every method and ablation arm",
+    )
     p.add_argument("--task", default="reach", choices=sorted(DESIGN))
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--phase", default="report", choices=sorted(PHASES))
@@ -318,7 +327,7 @@ def main() -> None:
         method_extra += ["algo.critic.steps=10", "algo.critic.batch_size=32"]
     phase = PHASES[args.phase]
     code = code_version()
-    methods = list(METHODS) if args.method == "all" else [args.method]
+    methods = [*METHODS, *ABLATIONS] if args.method == "all" else [args.method]
     out = Path(args.out)
     roots, names = ensure_data(args.task, design, out / "data")
     cap = max(design["experts"], design["slow"], design["sloppy"], design["rollouts"])
@@ -391,7 +400,7 @@ def main() -> None:
                 [*roots, seed_dir / "rollouts_round1"],
                 [*names, "rollouts"],
                 cap,
-                m,
+                cfg.algo["name"],
                 dict(cfg.algo["critic"]),
                 cfg.batch_size,
             )
