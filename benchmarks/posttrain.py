@@ -70,9 +70,10 @@ from sim.experts import ExpertNoise
 from sim.tasks import TASKS
 from training.closed_loop import closed_loop
 from training.config import TrainConfig
-from training.loop import env_runner, train
+from training.loop import Trainer, env_runner
 from training.scripts.train import ConfigStore  # noqa: F401  (registers the train schema)
 from vla.hydra_utils import CONFIG_DIR
+from vla.lock import folder_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -347,11 +348,12 @@ def main() -> None:
     base_dir = out / args.task / f"base_{config_hash(base_cfg, code)}"
     base_ckpt = base_dir / "checkpoints" / "last"
     if not (base_dir / WALL_FILE).exists():  # written when training returns: an interrupted base is redone
-        shutil.rmtree(base_dir, ignore_errors=True)
-        base_cfg.out = str(base_dir)
-        t0 = time.time()
-        train(base_cfg)
-        (base_dir / WALL_FILE).write_text(json.dumps({"wall_minutes": round((time.time() - t0) / 60, 2)}))
+        with folder_lock(base_dir, "the post-training benchmark's base SFT"):  # before anything is deleted
+            shutil.rmtree(base_dir, ignore_errors=True)
+            base_cfg.out = str(base_dir)
+            t0 = time.time()
+            Trainer(base_cfg).run()
+            (base_dir / WALL_FILE).write_text(json.dumps({"wall_minutes": round((time.time() - t0) / 60, 2)}))
     phase_dir = out / args.task / f"{args.phase}_{key(base_dir.name, design, args.eval_episodes)}"
     common = [
         f"init_from={base_ckpt}",

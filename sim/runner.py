@@ -74,6 +74,7 @@ class SimRunner:
                 seed=seed,
                 deploy=self._deploy(),
                 out=str(out),
+                resume=True,  # append: the caller counts what is there (an interrupted collection)
                 teleop=TeleopConfig(**teleop),
                 progress=True,
             )

@@ -20,6 +20,10 @@ from typing import Any
 
 from training.config import TrainConfig
 from training.loop import Trainer, env_runner
+from vla.data.reader import read_episode_info
+from vla.data.schema import SIDECAR_FILE
+from vla.errors import InputError
+from vla.lock import folder_lock
 
 
 def _runner(cfg: TrainConfig, out: Path):
@@ -50,11 +54,36 @@ def plot_rounds(rounds: list[dict[str, Any]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def collect_rollouts(
+    runner: Any, ckpt: Path, rollouts: Path, *, episodes: int, seed: int, teleop: dict[str, Any]
+) -> None:
+    """``episodes`` rollouts (seeds ``seed + i``) in ``rollouts``. A collection that was interrupted kept
+    its finished episodes (the writer commits each one); only the missing ones are run, with the seeds
+    they would have had, so a resumed set equals an uninterrupted one."""
+    have = len(read_episode_info(rollouts)) if (rollouts / SIDECAR_FILE).exists() else 0
+    if have > episodes:
+        raise InputError(f"{rollouts} holds {have} rollouts, more than loop.rollout_episodes={episodes}")
+    if have == episodes:
+        return
+    if have:
+        print(f"{rollouts}: {have} of {episodes} rollouts there (an interrupted collection); the rest follow")
+    print(f"{episodes - have} rollouts of {ckpt} with the simulated operator -> {rollouts}")
+    stats = runner.collect(ckpt, rollouts, episodes=episodes - have, seed=seed + have, teleop=teleop)
+    print("rollouts: " + ", ".join(f"{k}={v}" for k, v in stats.items()))
+
+
 def closed_loop(cfg: TrainConfig) -> Path:
-    """Run ``cfg.loop.rounds`` rounds from ``cfg.init_from``; returns the last round's checkpoint."""
-    loop = cfg.loop
+    """Run ``cfg.loop.rounds`` rounds from ``cfg.init_from``; returns the last round's checkpoint.
+
+    Holds ``cfg.out``'s folder lock throughout: a second run on the same folder is refused by name."""
     if not cfg.init_from:
         raise ValueError("loop.rounds > 0 post-trains a base policy: set init_from=<checkpoint folder>")
+    with folder_lock(cfg.out, "closed-loop post-training"):
+        return _rounds(cfg)
+
+
+def _rounds(cfg: TrainConfig) -> Path:
+    loop = cfg.loop
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     runner = _runner(cfg, out)
@@ -78,16 +107,14 @@ def closed_loop(cfg: TrainConfig) -> Path:
         if done is not None:  # finished in an earlier, interrupted run
             ckpt = Path(done["checkpoint"])
             continue
-        if not (rollouts / "meta" / "vla_episodes.jsonl").exists():
-            print(f"round {r}: {loop.rollout_episodes} rollouts of {ckpt} with the simulated operator")
-            stats = runner.collect(
-                ckpt,
-                rollouts,
-                episodes=loop.rollout_episodes,
-                seed=loop.rollout_seed + r * loop.rollout_episodes,
-                teleop=dict(loop.teleop),
-            )
-            print("rollouts: " + ", ".join(f"{k}={v}" for k, v in stats.items()))
+        collect_rollouts(
+            runner,
+            ckpt,
+            rollouts,
+            episodes=loop.rollout_episodes,
+            seed=loop.rollout_seed + r * loop.rollout_episodes,
+            teleop=dict(loop.teleop),
+        )
         round_cfg = dataclasses.replace(
             cfg,
             init_from=str(ckpt),

@@ -37,6 +37,7 @@ from vla.checkpoint import (
 from vla.checks import check_checkpoint, check_dataset, read_safetensors_header
 from vla.errors import InputError, NonFiniteError
 from vla.evaluation import EnvRunner, make_runner
+from vla.lock import folder_lock
 from vla.policy import POLICIES, load_policy
 from vla.runtime.upcycling import UPCYCLING_FILE, calibration_from_actions
 
@@ -307,4 +308,5 @@ def train(cfg: TrainConfig) -> Path:
 
         check_inputs(cfg)  # each round's Trainer checks its inputs again, the new rollouts included
         return closed_loop(cfg)
-    return Trainer(cfg).run()
+    with folder_lock(cfg.out, "training"):  # two runs in one folder would overwrite each other's checkpoints
+        return Trainer(cfg).run()

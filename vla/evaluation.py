@@ -18,8 +18,9 @@ class EnvRunner(Protocol):
     def collect(
         self, checkpoint: Path, out: Path, *, episodes: int, seed: int, teleop: dict[str, Any]
     ) -> dict[str, float]:
-        """Roll the policy out with a (simulated) operator who may take over; write the episodes as a
-        dataset at ``out`` and return counts (successes, takeovers, ...)."""
+        """Roll the policy out with a (simulated) operator who may take over (episode i gets seed
+        ``seed + i``); append the episodes to the dataset at ``out`` (created if absent) and return counts
+        (successes, takeovers, ...) of the episodes this call ran."""
         ...
 
 

@@ -7,6 +7,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -15,9 +16,13 @@ from safetensors.torch import load_file
 from policies.flow_matching import debug_config
 from sim.collect import CollectConfig, collect
 from sim.env import EnvConfig
+from sim.runner import SimRunner
+from training.closed_loop import collect_rollouts
 from training.config import TrainConfig
 from training.data import DataConfig
 from training.loop import Trainer
+from vla.data import load_episode, read_episode_info
+from vla.errors import InputError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from toy_episodes import write_toy_episodes
@@ -129,8 +134,11 @@ def test_posttrain_resume_is_exact_and_reuses_the_labels(base, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_closed_loop_round_collects_rollouts_trains_and_evaluates(tmp_path):
-    demos = tmp_path / "demos"
+@pytest.fixture(scope="module")
+def sim_base(tmp_path_factory):
+    """Three reach demos and a few-step SFT checkpoint on them (32 x 32 images)."""
+    tmp = tmp_path_factory.mktemp("sim_base")
+    demos = tmp / "demos"
     collect(
         CollectConfig(
             task="reach", episodes=3, out=str(demos), progress=False, env=EnvConfig(image_size=(32, 32))
@@ -139,13 +147,17 @@ def test_closed_loop_round_collects_rollouts_trains_and_evaluates(tmp_path):
     cfg = TrainConfig(
         policy=asdict(debug_config()),
         data=DataConfig(roots=[str(demos)], random_shift=0),
-        out=str(tmp_path / "sft"),
+        out=str(tmp / "sft"),
         steps=3,
         batch_size=8,
         threads=1,
         progress=False,
     )
-    ckpt = Trainer(cfg).run()
+    return demos, Trainer(cfg).run()
+
+
+def test_closed_loop_round_collects_rollouts_trains_and_evaluates(sim_base, tmp_path):
+    demos, ckpt = sim_base
     out = tmp_path / "loop"
     stdout = _train(
         [
@@ -172,6 +184,62 @@ def test_closed_loop_round_collects_rollouts_trains_and_evaluates(tmp_path):
     assert (out / "rounds.png").stat().st_size > 1000
     assert (out / "round_1/rollouts/meta/vla_episodes.jsonl").exists()
     assert "| base |" in stdout
+
+
+def test_interrupted_rollouts_are_completed_with_the_seeds_they_would_have_had(sim_base, tmp_path):
+    """A round's collection killed after 2 of 4 episodes keeps them; the next run collects only episodes 2
+    and 3, with their own seeds, and the set equals an uninterrupted one."""
+    _, ckpt = sim_base
+    runner = SimRunner(task="reach", episodes=1, workers=1, horizon=4, out=str(tmp_path / "eval"))
+    teleop = {"stall_steps": 5, "length": 60}
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    collect_rollouts(runner, ckpt, whole, episodes=4, seed=500, teleop=teleop)
+    collect_rollouts(runner, ckpt, resumed, episodes=2, seed=500, teleop=teleop)  # the interrupted run
+    collect_rollouts(runner, ckpt, resumed, episodes=4, seed=500, teleop=teleop)  # its rerun
+    a, b = read_episode_info(whole), read_episode_info(resumed)
+    assert [e.extra["seed"] for e in b] == [500, 501, 502, 503]
+    assert [(e.extra["seed"], e.length, e.success) for e in a] == [
+        (e.extra["seed"], e.length, e.success) for e in b
+    ]
+    np.testing.assert_array_equal(load_episode(whole, 3)["action"], load_episode(resumed, 3)["action"])
+    collect_rollouts(runner, ckpt, resumed, episodes=4, seed=500, teleop=teleop)  # complete: nothing runs
+    assert len(read_episode_info(resumed)) == 4
+    with pytest.raises(InputError, match=r"holds 4 rollouts, more than loop.rollout_episodes=3"):
+        collect_rollouts(runner, ckpt, resumed, episodes=3, seed=500, teleop=teleop)
+
+
+HOLD_LOCK = """
+import time
+from vla.lock import folder_lock
+with folder_lock({out!r}, "another training run"):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_second_run_into_a_busy_folder_is_refused_by_name(base, tmp_path):
+    """vla-train into a folder another live process is training in exits 2 with one line naming the folder
+    and that process, and writes nothing there."""
+    root, ckpt = base
+    out = tmp_path / "busy"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK.format(out=str(out))], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        res = subprocess.run(
+            [str(BIN / "vla-train"), *_preset_args("awbc", ckpt, root, out)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=tmp_path,
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]
+    assert f"error: {out} is in use by pid {holder.pid} (another training run)" in res.stderr
+    assert not out.exists()
 
 
 def test_vla_replay_through_the_critic_plots_credit(base, tmp_path):

@@ -16,6 +16,7 @@ from data_helpers import make_frame, make_spec
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from vla.data import EpisodeWriter, load_episode, read_episode_info, validate_dataset
+from vla.lock import FolderBusyError
 
 
 def test_rejects_nan_action_before_buffering(tmp_path: Path) -> None:
@@ -156,3 +157,40 @@ def test_kill_inside_save_episode_is_rolled_back(tmp_path: Path, closed: bool) -
     assert validate_dataset(root).num_frames == 13
     assert LeRobotDataset("local/ds", root=root).num_episodes == 3
     np.testing.assert_array_equal(load_episode(root, 2)["action"][0], make_frame(9, 0, 3)["action"])
+
+
+HOLD_LOCK = textwrap.dedent(
+    """
+    import sys, time
+    from vla.lock import folder_lock
+    with folder_lock({root!r}, "a test's other writer"):
+        print("held", flush=True)
+        time.sleep(600)
+    """
+)
+
+
+def test_one_writer_per_dataset(tmp_path: Path) -> None:
+    """A second writer on a dataset is refused by name while the first is open, in this process or another;
+    the lock goes with its holder (closed, or killed) and the data stays whole."""
+    root = tmp_path / "ds"
+    with EpisodeWriter(root, make_spec()) as w:
+        w.add_frame(make_frame(0, 0, 2))
+        w.add_frame(make_frame(0, 1, 2))
+        w.end_episode(True, "demo")
+        busy = rf"{root} is in use by pid {os.getpid()} \(writing episodes\)"
+        with pytest.raises(FolderBusyError, match=busy):
+            EpisodeWriter(root, make_spec(), resume=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK.format(root=str(root))], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        with pytest.raises(FolderBusyError, match=rf"pid {proc.pid} \(a test's other writer\)"):
+            EpisodeWriter(root, make_spec(), resume=True)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    with EpisodeWriter(root, make_spec(), resume=True) as w:  # the killed holder left no stale lock
+        assert w.num_episodes == 1
+    assert validate_dataset(root).num_episodes == 1

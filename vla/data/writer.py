@@ -31,6 +31,7 @@ from vla.data.errors import DatasetError
 from vla.data.recovery import backup_info, repair_dataset
 from vla.data.schema import BOOL_KEYS, FLOAT_KEYS, SOURCES, SPEC_FILE, TASK, EpisodeMeta, EpisodeSpec
 from vla.data.sidecar import append_sidecar, read_sidecar
+from vla.lock import acquire, release
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +82,8 @@ class EpisodeWriter:
             FileExistsError: ``root`` exists and ``resume`` is false.
             ValueError: On resume, the stored spec differs from ``spec`` (the message lists the fields).
             DatasetError: On resume, the dataset is damaged beyond crash recovery.
+            FolderBusyError: Another live process is writing to ``root`` (one writer per dataset; the lock
+                is held until :meth:`close` and dropped by the kernel if the process dies).
         """
         self.root = Path(root)
         self.spec = spec
@@ -91,6 +94,14 @@ class EpisodeWriter:
         self._frame_index = 0
         self._task: str | None = None
         self._closed = False
+        self._lock = acquire(self.root, "writing episodes")  # one writer per dataset
+        try:
+            self._open(resume)
+        except BaseException:
+            release(self._lock)
+            raise
+
+    def _open(self, resume: bool) -> None:
         if resume and (self.root / INFO_PATH).exists():
             self._check_stored_spec()
             self.recovery_report = repair_dataset(self.root)
@@ -103,15 +114,15 @@ class EpisodeWriter:
                 self.root.rmdir()  # lerobot insists on creating the directory itself
             self._ds = LeRobotDataset.create(
                 self.repo_id,
-                fps=spec.fps,
+                fps=self.spec.fps,
                 features=self._features,
                 root=self.root,
-                robot_type=spec.robot_type,
-                use_videos=spec.use_videos,
+                robot_type=self.spec.robot_type,
+                use_videos=self.spec.use_videos,
                 data_files_size_in_mb=ROTATE_EVERY_EPISODE_MB,
                 video_files_size_in_mb=ROTATE_EVERY_EPISODE_MB,
             )
-            atomic_write_bytes(self.root / SPEC_FILE, spec.to_json().encode())
+            atomic_write_bytes(self.root / SPEC_FILE, self.spec.to_json().encode())
             backup_info(self.root)
             self._num_episodes = 0
         if self._ds.meta.total_episodes != self._num_episodes:
@@ -334,10 +345,13 @@ class EpisodeWriter:
                 self._frame_index,
             )
             self.discard_episode()
-        self._ds.finalize()
-        staging = self.root / "images"
-        if staging.is_dir() and not any(p.is_file() for p in staging.rglob("*")):
-            shutil.rmtree(staging)  # lerobot leaves empty per-camera staging dirs behind
+        try:
+            self._ds.finalize()
+            staging = self.root / "images"
+            if staging.is_dir() and not any(p.is_file() for p in staging.rglob("*")):
+                shutil.rmtree(staging)  # lerobot leaves empty per-camera staging dirs behind
+        finally:
+            release(self._lock)
         self._closed = True
 
     def _require_open(self) -> None:
