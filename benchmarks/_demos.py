@@ -8,6 +8,7 @@ from sim.collect import CollectConfig, collect
 from sim.env import EnvConfig
 from sim.experts import ExpertNoise
 from vla.data.reader import read_episode_info
+from vla.data.sidecar import read_sidecar
 
 # DART noise of the demos per task (sim.experts.ExpertNoise): the env runs the expert's command plus
 # N(0, std^2) rad per arm joint, the dataset records the clean command. Reach: 54% -> 90% (docs/results.md).
@@ -24,7 +25,7 @@ def ensure_demos(
     a shorter one). Expert demos drop failures (a noise-knocked grasp leaves a demo whose later labels
     are wrong); a deliberately sloppy demonstrator keeps them (``keep_failures``). Returns how many
     episodes ``root`` holds."""
-    have = len(read_episode_info(root)) if (root / "meta" / "vla_episodes.jsonl").exists() else 0
+    have = len(read_sidecar(root))  # committed episodes; none if the folder is new
     if have >= episodes:
         print(f"demos: {root} has {have} episodes")
         return have

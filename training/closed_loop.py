@@ -20,8 +20,7 @@ from typing import Any
 
 from training.config import TrainConfig
 from training.loop import Trainer, env_runner
-from vla.data.reader import read_episode_info
-from vla.data.schema import SIDECAR_FILE
+from vla.data.sidecar import read_sidecar
 from vla.errors import InputError
 from vla.lock import folder_lock
 
@@ -60,7 +59,7 @@ def collect_rollouts(
     """``episodes`` rollouts (seeds ``seed + i``) in ``rollouts``. A collection that was interrupted kept
     its finished episodes (the writer commits each one); only the missing ones are run, with the seeds
     they would have had, so a resumed set equals an uninterrupted one."""
-    have = len(read_episode_info(rollouts)) if (rollouts / SIDECAR_FILE).exists() else 0
+    have = len(read_sidecar(rollouts))  # committed episodes; none if the folder is new
     if have > episodes:
         raise InputError(f"{rollouts} holds {have} rollouts, more than loop.rollout_episodes={episodes}")
     if have == episodes:
