@@ -20,6 +20,9 @@ class ExpertNoise:
       action is noisy, i.e. suboptimal data.
     * with probability ``detour_prob`` a free-space move first goes through a random point up to
       ``detour_scale`` m off its straight path.
+    * ``speed_scale``: a slow operator. The Cartesian reference moves at ``speed_scale`` times each phase's
+      speed (and the yaw at that share of :attr:`ScriptedExpert.yaw_rate`); settle steps are unchanged.
+      Below 1 a demo succeeds later with the same path -- slow but clean.
     * ``aim_std`` (m): a sloppy demonstrator. Each episode draws one offset ~ N(0, aim_std^2 I_3) that
       is added to every phase goal, so the demo ends off target (on reach: a failed demo, a near miss).
       Mixed-quality data for credit methods to sort out.
@@ -37,6 +40,7 @@ class ExpertNoise:
     action_std: float = 0.0
     detour_prob: float = 0.0
     detour_scale: float = 0.08
+    speed_scale: float = 1.0
     execute_std: float = 0.0
     contact_scale: float = 1.0
     aim_std: float = 0.0
@@ -47,6 +51,7 @@ class ExpertNoise:
         return (
             self.action_std > 0
             or self.detour_prob > 0
+            or self.speed_scale != 1.0
             or self.execute_std > 0
             or self.aim_std > 0
             or any(self.aim_bias)
@@ -108,11 +113,12 @@ class ScriptedExpert:
         ph = self.phases[self.k]
         dt = self.env.dt
         delta = self.goal - self.ref
-        step = ph.speed * dt
+        step = ph.speed * self.noise.speed_scale * dt
+        turn = self.yaw_rate * self.noise.speed_scale * dt
         dist = float(np.linalg.norm(delta))
         self.ref = self.goal.copy() if dist <= step else self.ref + delta / dist * step
         dyaw = self.goal_yaw - self.yaw
-        self.yaw += float(np.clip(dyaw, -self.yaw_rate * dt, self.yaw_rate * dt))
+        self.yaw += float(np.clip(dyaw, -turn, turn))
         self.q_cmd = self.ik.solve(self.q_cmd, self.ref, self.yaw)
         reached = (
             dist <= step

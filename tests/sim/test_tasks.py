@@ -55,6 +55,28 @@ def test_noisy_expert_is_different_and_still_mostly_works():
     assert sum(ok) >= 2
 
 
+def test_slow_operator_succeeds_later_on_the_same_path():
+    """speed_scale < 1: the same phases at a lower reference speed -- the demo still succeeds, later, and its
+    gripper passes through the same points (a slow but clean demo, not a different one)."""
+    env = TabletopEnv(EnvConfig(task="pick_place", render=False))
+    runs = []
+    for scale in (1.0, 0.6):
+        grips: list[np.ndarray] = []
+        ok, steps = run_expert_episode(
+            env,
+            ScriptedExpert(env, ExpertNoise(speed_scale=scale), seed=0),
+            seed=4,
+            on_step=lambda *_: grips.append(env.grip_pos().copy()),
+        )
+        runs.append((ok, steps, np.array(grips)))
+    (ok_fast, n_fast, g_fast), (ok_slow, n_slow, g_slow) = runs
+    assert ok_fast and ok_slow
+    assert n_slow > 1.3 * n_fast
+    # every point of the fast path lies near the slow path
+    gap = np.linalg.norm(g_fast[:, None] - g_slow[None], axis=-1).min(axis=1)
+    assert gap.max() < 0.02, gap.max()
+
+
 def test_dart_noise_perturbs_the_states_but_records_the_clean_labels():
     """DART: the executed action is perturbed, the recorded one is the expert's clean command."""
     env = TabletopEnv(EnvConfig(task="reach", render=False))
