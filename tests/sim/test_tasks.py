@@ -66,7 +66,7 @@ def test_slow_operator_succeeds_later_on_the_same_path():
             env,
             ScriptedExpert(env, ExpertNoise(speed_scale=scale), seed=0),
             seed=4,
-            on_step=lambda *_: grips.append(env.grip_pos().copy()),
+            on_step=lambda *_, grips=grips: grips.append(env.grip_pos().copy()),
         )
         runs.append((ok, steps, np.array(grips)))
     (ok_fast, n_fast, g_fast), (ok_slow, n_slow, g_slow) = runs
