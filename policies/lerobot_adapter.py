@@ -39,7 +39,7 @@ from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from policies.lerobot_config import LeRobotAdapterConfig
-from vla.batch import ACTION, IMAGE_PREFIX, STATE, TASK, Batch, masked_chunk_mean
+from vla.batch import ACTION, IMAGE_PREFIX, STATE, TASK, Batch, masked_chunk_mean, repeat_batch
 from vla.checkpoint import STATS_FILE, load_model_state, load_stats, read_config, save_checkpoint
 from vla.data.stats import Normalizer
 from vla.flow import sample_beta
@@ -271,7 +271,8 @@ class LeRobotFlowAdapter(nn.Module):
         prefix: Tensor | None = None,
         prefix_delay: int = 0,
         generator: torch.Generator | None = None,
-    ) -> Tensor:  # [B, H, A]
+        num_samples: int = 1,
+    ) -> Tensor:  # [B * num_samples, H, A]
         """K Euler steps from noise to actions, in raw action units.
 
         With ``cond`` the indicator is added at every step; with ``cond`` and ``guidance`` = beta, each step
@@ -284,6 +285,11 @@ class LeRobotFlowAdapter(nn.Module):
         (schedule ``rtc_schedule``, guidance clipped at ``rtc_beta_max``).
         """
         cfg = self.config
+        if num_samples > 1:  # m chunks per observation: the observations repeated (LeRobot's prefix cache
+            # is LeRobot's structure; tiling it is not worth coupling to its internals)
+            obs = repeat_batch(obs, num_samples)
+            cond = cond.repeat_interleave(num_samples, 0) if cond is not None else None
+            prefix = prefix.repeat_interleave(num_samples, 0) if prefix is not None else None
         inputs = self._inputs(obs)
         b = inputs.batch_size
         x = self._noise(noise, b, generator).clone()  # [B, H, A_max] at t = 1

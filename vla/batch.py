@@ -47,6 +47,16 @@ def batch_size(batch: Batch) -> int:
     return int(batch[STATE].shape[0])
 
 
+def repeat_batch(batch: Batch, m: int) -> Batch:
+    """Each sample ``m`` times in a row (``repeat_interleave`` order): [B, ...] -> [B * m, ...]."""
+    if m == 1:
+        return batch
+    return {
+        k: v.repeat_interleave(m, 0) if isinstance(v, Tensor) else [x for x in v for _ in range(m)]
+        for k, v in batch.items()
+    }
+
+
 def to_device(batch: Batch, device: str | torch.device) -> Batch:
     return {k: v.to(device, non_blocking=True) if isinstance(v, Tensor) else v for k, v in batch.items()}
 

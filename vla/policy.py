@@ -48,9 +48,12 @@ class Policy(Protocol):
         prefix: Tensor | None = None,
         prefix_delay: int = 0,
         generator: torch.Generator | None = None,
+        num_samples: int = 1,
     ) -> Tensor:
         """A chunk of actions in raw units: [B, H, A]. ``prefix`` [B, P, A]: the previous chunk's committed
-        actions to inpaint (real-time chunking), the first ``prefix_delay`` of them frozen."""
+        actions to inpaint (real-time chunking), the first ``prefix_delay`` of them frozen.
+        ``num_samples`` = m > 1: m chunks per observation, in a row: [B * m, H, A] (``noise`` [B * m, H, A];
+        ``cond`` and ``prefix`` per observation), as if each observation were repeated m times."""
         ...
 
     def save(self, directory: str | Path) -> None: ...

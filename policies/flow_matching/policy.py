@@ -130,8 +130,11 @@ class FlowMatchingPolicy(nn.Module):
         prefix_delay: int = 0,
         generator: torch.Generator | None = None,
         use_cache: bool = True,
-    ) -> Tensor:  # [B, H, A]
+        num_samples: int = 1,
+    ) -> Tensor:  # [B * num_samples, H, A]
         """K-step Euler integration from noise (tau = 0) to actions (tau = 1), in raw action units.
+
+        ``num_samples`` = m: m chunks per observation (in a row) from one encoding of its prefix.
 
         Real-time chunking: ``prefix`` [B, P, A] (raw units) is what the robot will still execute of the
         previous chunk; its first ``prefix_delay`` actions run while this chunk is computed. Each step is
@@ -139,8 +142,16 @@ class FlowMatchingPolicy(nn.Module):
         over the P actions), so the new chunk continues the committed motion without a jump.
         """
         k = num_steps or self.config.num_steps
-        feats, mask = self._prefix(obs)
+
+        def encode() -> tuple[Tensor, Tensor]:  # the prefix of each observation, num_samples times in a row
+            f, msk = self._prefix(obs)
+            return f.repeat_interleave(num_samples, 0), msk.repeat_interleave(num_samples, 0)
+
+        feats, mask = encode()
         b = feats.shape[0]
+        if num_samples > 1:
+            cond = cond.repeat_interleave(num_samples, 0) if cond is not None else None
+            prefix = prefix.repeat_interleave(num_samples, 0) if prefix is not None else None
         shape = (b, self.config.chunk_size, self.config.action_dim)
         x = (
             noise.to(self.device).clone()
@@ -164,7 +175,7 @@ class FlowMatchingPolicy(nn.Module):
         for i in range(k):
             tau = torch.full((b,), i / k, device=self.device)
             if not use_cache:  # the uncached reference: re-encode the prefix every step
-                feats, mask = self._prefix(obs)
+                feats, mask = encode()
                 cache = self.model.kv_cache(feats)
                 if guided:
                     cache, mask2 = _repeat(cache), torch.cat([mask, mask])

@@ -5,7 +5,7 @@ import torch
 
 import policies  # noqa: F401
 from policies.flow_matching import FlowMatchingPolicy, debug_config
-from vla.batch import ACTION, ACTION_IS_PAD, IMAGE_PREFIX, STATE, TASK
+from vla.batch import ACTION, ACTION_IS_PAD, IMAGE_PREFIX, STATE, TASK, repeat_batch
 from vla.policy import Policy, load_policy
 
 torch.set_num_threads(1)
@@ -97,6 +97,30 @@ def test_cached_and_uncached_samplers_agree():
     torch.testing.assert_close(
         p.sample_chunk(obs, noise=noise), p.sample_chunk(obs, noise=noise, use_cache=False)
     )
+
+
+def test_several_samples_per_observation_match_repeated_observations():
+    """num_samples = m encodes each observation once: the same chunks as the observations repeated m times,
+    with the indicator (CFG) and an RTC prefix given per observation."""
+    cfg = debug_config()
+    p = FlowMatchingPolicy(cfg).eval()
+    obs = obs_of(make_batch(cfg, b=3))
+    m = 4
+    noise = torch.randn(3 * m, cfg.chunk_size, cfg.action_dim)
+    cond = torch.tensor([1, 0, 1])
+    prefix = torch.randn(3, 5, cfg.action_dim)
+    kw = {"noise": noise, "guidance": 2.0, "prefix_delay": 2}
+    rep = repeat_batch(obs, m)
+    many = p.sample_chunk(obs, cond=cond, prefix=prefix, num_samples=m, **kw)
+    assert many.shape == (3 * m, cfg.chunk_size, cfg.action_dim)
+    torch.testing.assert_close(
+        many,
+        p.sample_chunk(rep, cond=cond.repeat_interleave(m), prefix=prefix.repeat_interleave(m, 0), **kw),
+        atol=1e-5,
+        rtol=1e-4,
+    )
+    # different noise per sample: different chunks for the same observation
+    assert not torch.allclose(many[0], many[1])
 
 
 def test_missing_stats_key_and_observation_key_raise_clearly():

@@ -16,6 +16,7 @@ import torch
 from tiny_smolvlm import make_batch, make_tiny_smolvla, save_lerobot_smolvla
 
 from policies.smolvla import SmolVLAAdapter, SmolVLAAdapterConfig
+from vla.batch import repeat_batch
 from vla.policy import POLICIES, Policy, load_policy
 
 torch.set_num_threads(1)
@@ -94,6 +95,14 @@ def test_sample_chunk_shape_and_pinned_noise(policy: SmolVLAAdapter) -> None:
     assert torch.equal(policy.sample_chunk(obs, generator=g1), policy.sample_chunk(obs, generator=g2))
     assert not torch.allclose(chunk, policy.sample_chunk(obs, noise=noise(seed=2)))
     assert not torch.allclose(chunk, policy.sample_chunk(obs, noise=noise(), num_steps=2))
+
+
+def test_several_samples_per_observation(policy: SmolVLAAdapter) -> None:
+    """num_samples = m: the chunks of the observations repeated m times, in a row."""
+    obs, n = batch(), noise(b=6)
+    many = policy.sample_chunk(obs, noise=n, num_samples=3)
+    assert many.shape == (6, H, A)
+    torch.testing.assert_close(many, policy.sample_chunk(repeat_batch(obs, 3), noise=n))
 
 
 def test_euler_loop_matches_lerobot_sample_actions(policy: SmolVLAAdapter) -> None:

@@ -48,7 +48,8 @@ class HomePolicy(torch.nn.Module):
         prefix=None,
         prefix_delay=0,
         generator=None,
-    ) -> Tensor:  # [B, H, A]
+        num_samples=1,
+    ) -> Tensor:  # [B * num_samples, H, A]
         self.calls += 1
         self.last_kwargs = {
             "cond": cond,
@@ -57,7 +58,7 @@ class HomePolicy(torch.nn.Module):
             "generator": generator,
             "inference_mode": torch.is_inference_mode_enabled(),
         }
-        chunk = self.pose.expand(batch_size(obs), self.chunk_size, -1).clone()
+        chunk = self.pose.expand(batch_size(obs) * num_samples, self.chunk_size, -1).clone()
         if self.noise_std:
             chunk += self.noise_std * torch.randn(chunk.shape, generator=generator).to(chunk.device)
         if self.calls == self.nan_at_call:

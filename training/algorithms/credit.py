@@ -182,11 +182,9 @@ class ALOE(AdvantageWeighted):
         """One TD step of the ensemble with A' ~ the current actor at o_{t+H}; returns the loss and M fresh
         chunks of the current actor at o_t [B, M, H, A]."""
         c = self.critic
-        m, b = c.cfg.samples, len(idx)
-        # one sampler call: 1 chunk at each o_{t+H} (bootstrap), m at each o_t (baseline)
-        frames = torch.cat([c.next_frames(idx), idx.repeat_interleave(m)])
-        drawn = c.policy_chunks(self.policy, frames, 1, self.sample_generator)[:, 0]  # [B + B m, H, A]
-        boot, baseline = drawn[:b], drawn[b:].view(b, m, *drawn.shape[1:])
+        # 1 chunk at each o_{t+H} (bootstrap), m at each o_t (baseline: each o_t encoded once)
+        boot = c.policy_chunks(self.policy, c.next_frames(idx), 1, self.sample_generator)[:, 0]  # [B, H, A]
+        baseline = c.policy_chunks(self.policy, idx, c.cfg.samples, self.sample_generator)  # [B, m, H, A]
         c.train()
         loss = c.loss(idx, boot).mean()
         if not bool(torch.isfinite(loss.detach())):

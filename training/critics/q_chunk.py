@@ -109,8 +109,8 @@ class ChunkQCritic(Critic):
         was_training = policy.training
         policy.eval()
         with torch.no_grad():
-            obs = self.data.observations(idx.repeat_interleave(m))
-            chunk = policy.sample_chunk(obs, generator=generator).float().cpu()[:, : self.h]
+            obs = self.data.observations(idx)
+            chunk = policy.sample_chunk(obs, generator=generator, num_samples=m).float().cpu()[:, : self.h]
         policy.train(was_training)
         if chunk.shape[1] < self.h:  # a critic chunk longer than the policy's: hold the last action
             chunk = torch.cat([chunk, chunk[:, -1:].expand(-1, self.h - chunk.shape[1], -1)], 1)
