@@ -3,6 +3,7 @@
     python benchmarks/posttrain.py --method <recap|aloe|habc|awbc|all> --task <reach|pick_place> --seeds 3
     python benchmarks/posttrain.py ... --phase tune       # the tuning seed range (never the reported one)
     python benchmarks/posttrain.py ... --phase tune --set algo.critic.beta=0.5   # a candidate setting
+    python benchmarks/posttrain.py ... --phase tune --design slow_noise.speed_scale=0.7 --base-only
 
 Arms (all from the same base SFT, post-trained for the same steps on the same demos + rollouts):
 
@@ -185,6 +186,29 @@ def ensure_data(task: str, design: dict[str, Any], data_root: Path) -> tuple[lis
     return roots, names
 
 
+def with_overrides(design: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """``design`` with ``KEY=VALUE`` overrides (dotted keys into its dicts, JSON values); unknown keys are
+    errors."""
+    out = json.loads(json.dumps(design))
+    for item in overrides:
+        path, sep, raw = item.partition("=")
+        if not sep:
+            raise ValueError(f"--design {item!r}: expected KEY=VALUE")
+        *parents, leaf = path.split(".")
+        node = out
+        for k in parents:
+            node = node.get(k) if isinstance(node, dict) else None
+            if not isinstance(node, dict):
+                raise KeyError(f"--design {item!r}: {path!r} is not a key of the data design")
+        if leaf not in node:
+            raise KeyError(f"--design {item!r}: {path!r} is not a key of the data design {sorted(node)}")
+        try:
+            node[leaf] = json.loads(raw)
+        except json.JSONDecodeError:
+            node[leaf] = raw
+    return out
+
+
 def _noise(fields: dict[str, Any]) -> ExpertNoise:
     return ExpertNoise(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
 
@@ -321,11 +345,24 @@ def main() -> None:
         help="tune phase only: overrides of the method arms' preset (e.g. algo.critic.beta=0.5); the report "
         "phase runs the preset files as they are",
     )
+    p.add_argument(
+        "--design",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="tune phase only: a candidate data design (e.g. slow_noise.speed_scale=0.7; VALUE is JSON); "
+        "the report phase runs DESIGN as it is",
+    )
+    p.add_argument(
+        "--base-only",
+        action="store_true",
+        help="stop after the base SFT's evaluation (a data design is chosen by the base and the baselines)",
+    )
     args = p.parse_args()
-    if args.set and args.phase != "tune":
-        p.error("--set is for the tune phase; presets are frozen for the report phase (edit the preset file)")
+    if (args.set or args.design) and args.phase != "tune":
+        p.error("--set/--design are for the tune phase; the report phase runs the frozen presets and DESIGN")
     started = time.time()
-    design = DESIGN[args.task]
+    design = with_overrides(DESIGN[args.task], args.design)
     method_extra: list[str] = list(args.set)
     if args.quick:
         design = {**design, **QUICK}
@@ -383,7 +420,13 @@ def main() -> None:
         phase_dir.mkdir(parents=True, exist_ok=True)
         base_eval.write_text(json.dumps(env_runner(runner_cfg, phase_dir / "base").run(base_ckpt, 0)))
     base = _metrics(json.loads(base_eval.read_text()))
-    print(f"base SFT on {args.task}: {base['success']:.0f}% success", flush=True)
+    print(
+        f"base SFT on {args.task}: {base['success']:.0f}% success, "
+        f"time to success {base['time_to_success']:.1f} steps",
+        flush=True,
+    )
+    if args.base_only:
+        return
 
     arms = ["control", "filtered_bc", *methods]
     jobs: dict[int, tuple[list[str], Path]] = {}
