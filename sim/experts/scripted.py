@@ -20,9 +20,12 @@ class ExpertNoise:
       action is noisy, i.e. suboptimal data.
     * with probability ``detour_prob`` a free-space move first goes through a random point up to
       ``detour_scale`` m off its straight path.
-    * ``speed_scale``: a slow operator. The Cartesian reference moves at ``speed_scale`` times each phase's
-      speed (and the yaw at that share of :attr:`ScriptedExpert.yaw_rate`); settle steps are unchanged.
-      Below 1 a demo succeeds later with the same path -- slow but clean.
+    * ``speed_scale``: a slow operator in free space. In the free-space moves (the phases marked
+      ``detour_ok`` and the detours inserted before them) the Cartesian reference moves at ``speed_scale``
+      times the phase's speed and the yaw at that share of :attr:`ScriptedExpert.yaw_rate`; the contact
+      phases (descend, grasp, lift, place) keep the task's timing. Below 1 a demo succeeds later on the same
+      path -- slow but clean. (Slowing every phase was tried for the post-training benchmark: a policy
+      trained on such demos beside fast ones lost half its success on pick_place.)
     * ``aim_std`` (m): a sloppy demonstrator. Each episode draws one offset ~ N(0, aim_std^2 I_3) that
       is added to every phase goal, so the demo ends off target (on reach: a failed demo, a near miss).
       Mixed-quality data for credit methods to sort out.
@@ -113,8 +116,9 @@ class ScriptedExpert:
         ph = self.phases[self.k]
         dt = self.env.dt
         delta = self.goal - self.ref
-        step = ph.speed * self.noise.speed_scale * dt
-        turn = self.yaw_rate * self.noise.speed_scale * dt
+        scale = self.noise.speed_scale if ph.detour_ok or ph.name == "detour" else 1.0  # free space
+        step = ph.speed * scale * dt
+        turn = self.yaw_rate * scale * dt
         dist = float(np.linalg.norm(delta))
         self.ref = self.goal.copy() if dist <= step else self.ref + delta / dist * step
         dyaw = self.goal_yaw - self.yaw
