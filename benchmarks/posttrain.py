@@ -84,8 +84,9 @@ ABLATIONS = ("habc_mc",)  # variants with a preset of their own (configs/experim
 WALL_FILE = "wall.json"  # how long the run that made a cached folder took
 T_975 = {1: 12.71, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
-# the data design per task (frozen; see the module docstring). A slower operator (speed_scale < 1) on
-# pick_place put the base SFT below 20% on the tuning seeds in every form tried (docs/results.md).
+# the data design per task (frozen; see the module docstring). Slower operators (speed_scale < 1) were
+# tried on pick_place's tuning seeds; none held the base in the 20-60% band (its training seed alone moves it
+# 8-23%), so none was adopted (docs/results.md).
 DESIGN: dict[str, dict[str, Any]] = {
     task: {
         "experts": 100,

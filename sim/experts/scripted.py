@@ -23,9 +23,8 @@ class ExpertNoise:
     * ``speed_scale``: a slow operator in free space. In the free-space moves (the phases marked
       ``detour_ok`` and the detours inserted before them) the Cartesian reference moves at ``speed_scale``
       times the phase's speed and the yaw at that share of :attr:`ScriptedExpert.yaw_rate`; the contact
-      phases (descend, grasp, lift, place) keep the task's timing. Below 1 a demo succeeds later on the same
-      path -- slow but clean. (Slowing every phase was tried for the post-training benchmark: a policy
-      trained on such demos beside fast ones lost half its success on pick_place.)
+      phases (descend, grasp, lift, place) keep the task's timing, so a slow demo differs from a fast one only
+      in transit. Below 1 a demo succeeds later on the same path -- slow but clean.
     * ``aim_std`` (m): a sloppy demonstrator. Each episode draws one offset ~ N(0, aim_std^2 I_3) that
       is added to every phase goal, so the demo ends off target (on reach: a failed demo, a near miss).
       Mixed-quality data for credit methods to sort out.
