@@ -184,26 +184,11 @@ def ensure_data(task: str, design: dict[str, Any], data_root: Path) -> tuple[lis
 
 
 def with_overrides(design: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """``design`` with ``KEY=VALUE`` overrides (dotted keys into its dicts, JSON values); unknown keys are
-    errors."""
-    out = json.loads(json.dumps(design))
-    for item in overrides:
-        path, sep, raw = item.partition("=")
-        if not sep:
-            raise ValueError(f"--design {item!r}: expected KEY=VALUE")
-        *parents, leaf = path.split(".")
-        node = out
-        for k in parents:
-            node = node.get(k) if isinstance(node, dict) else None
-            if not isinstance(node, dict):
-                raise KeyError(f"--design {item!r}: {path!r} is not a key of the data design")
-        if leaf not in node:
-            raise KeyError(f"--design {item!r}: {path!r} is not a key of the data design {sorted(node)}")
-        try:
-            node[leaf] = json.loads(raw)
-        except json.JSONDecodeError:
-            node[leaf] = raw
-    return out
+    """``design`` with ``KEY=VALUE`` overrides (dotted keys into its dicts); an unknown key is an error."""
+    cfg = OmegaConf.create(design)
+    OmegaConf.set_struct(cfg, True)
+    cfg.merge_with_dotlist(list(overrides))
+    return OmegaConf.to_container(cfg)  # type: ignore[return-value]
 
 
 def _noise(fields: dict[str, Any]) -> ExpertNoise:
@@ -347,7 +332,7 @@ def main() -> None:
         nargs="+",
         default=[],
         metavar="KEY=VALUE",
-        help="tune phase only: a candidate data design (e.g. slow_noise.speed_scale=0.7; VALUE is JSON); "
+        help="tune phase only: a candidate data design (e.g. slow_noise.speed_scale=0.7); "
         "the report phase runs DESIGN as it is",
     )
     p.add_argument(

@@ -145,6 +145,8 @@ class FlowMatchingPolicy(nn.Module):
 
         def encode() -> tuple[Tensor, Tensor]:  # the prefix of each observation, num_samples times in a row
             f, msk = self._prefix(obs)
+            if num_samples == 1:
+                return f, msk
             return f.repeat_interleave(num_samples, 0), msk.repeat_interleave(num_samples, 0)
 
         feats, mask = encode()
