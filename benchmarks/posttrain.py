@@ -91,7 +91,13 @@ DESIGN: dict[str, dict[str, Any]] = {
     task: {
         "experts": 100,
         "slow": 100,
-        "slow_noise": {"detour_prob": 1.0, "detour_scale": 0.12, "speed_scale": 1.0},
+        "slow_noise": {
+            "detour_prob": 1.0,
+            "detour_scale": 0.12,
+            "speed_scale": 1.0,
+            "pause_prob": 0.0,
+            "pause_steps": 20,
+        },
         "sloppy": 100,
         "sloppy_noise": {"aim_std": 0.01, "aim_bias": [0.05, 0.0, 0.0]},
         "base_steps": 2000,

@@ -1,5 +1,6 @@
 """Scripted IK expert: follows a task's phases with a Cartesian reference moving at a fixed speed and
-turns it into smooth joint-position targets. Optional noise (action noise, detours) for suboptimal data."""
+turns it into smooth joint-position targets. Optional noise (action noise, detours, a slow or hesitating
+operator) for suboptimal data."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ class ExpertNoise:
       times the phase's speed and the yaw at that share of :attr:`ScriptedExpert.yaw_rate`; the contact
       phases (descend, grasp, lift, place) keep the task's timing, so a slow demo differs from a fast one only
       in transit. Below 1 a demo succeeds later on the same path -- slow but clean.
+    * with probability ``pause_prob`` a hesitating operator holds still for ``pause_steps`` control steps
+      before a free-space move (before its detour, if any): the arm's command stays where it is, the
+      gripper as it was. The demo succeeds later on the same path; the extra steps are frames that make no
+      progress, which a critic that credits time can tell apart and a success filter cannot.
     * ``aim_std`` (m): a sloppy demonstrator. Each episode draws one offset ~ N(0, aim_std^2 I_3) that
       is added to every phase goal, so the demo ends off target (on reach: a failed demo, a near miss).
       Mixed-quality data for credit methods to sort out.
@@ -43,6 +48,8 @@ class ExpertNoise:
     detour_prob: float = 0.0
     detour_scale: float = 0.08
     speed_scale: float = 1.0
+    pause_prob: float = 0.0
+    pause_steps: int = 20
     execute_std: float = 0.0
     contact_scale: float = 1.0
     aim_std: float = 0.0
@@ -54,6 +61,7 @@ class ExpertNoise:
             self.action_std > 0
             or self.detour_prob > 0
             or self.speed_scale != 1.0
+            or self.pause_prob > 0
             or self.execute_std > 0
             or self.aim_std > 0
             or any(self.aim_bias)
@@ -99,9 +107,19 @@ class ScriptedExpert:
             self.k = len(self.phases) - 1
             return
         ph = self.phases[self.k]
+        previous = self.phases[self.k - 1] if self.k > 0 else None
+        inserted = previous is not None and previous.name in ("pause", "detour")
+        hesitate = ph.detour_ok and not inserted and self.noise.pause_prob > 0  # draws nothing when off
+        if hesitate and self.rng.random() < self.noise.pause_prob:
+            hold, yaw = self.ref.copy(), self.yaw
+            grip = previous.gripper if previous is not None else ph.gripper
+            steps = self.noise.pause_steps
+            self.phases.insert(self.k, Phase("pause", lambda m, d, p=hold, y=yaw: (p, y), grip, settle=steps))
+            self.goal, self.goal_yaw, self.settle = hold, yaw, steps
+            return
         pos, yaw = ph.target(self.env.model, self.env.data)
         self.goal, self.goal_yaw, self.settle = np.asarray(pos, dtype=float) + self.aim, float(yaw), ph.settle
-        after_detour = self.k > 0 and self.phases[self.k - 1].name == "detour"
+        after_detour = previous is not None and previous.name == "detour"
         if ph.detour_ok and not after_detour and self.rng.random() < self.noise.detour_prob:
             mid = (self.ref + self.goal) / 2 + self.rng.uniform(-1, 1, 3) * self.noise.detour_scale
             mid[2] = max(mid[2], self.goal[2], 0.08)

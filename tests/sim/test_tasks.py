@@ -81,6 +81,37 @@ def test_slow_operator_succeeds_later_on_the_same_path():
     assert gap.max() < 0.02, gap.max()
 
 
+def test_hesitating_operator_holds_still_then_follows_the_same_path():
+    """pause_prob=1: before each free-space move the arm holds still for pause_steps steps; the demo
+    succeeds later by about those steps, on the plain expert's path."""
+    env = TabletopEnv(EnvConfig(task="pick_place", render=False))
+    runs = []
+    for noise in (ExpertNoise(), ExpertNoise(pause_prob=1.0, pause_steps=15)):
+        actions: list[np.ndarray] = []
+        grips: list[np.ndarray] = []
+        phases: list[str] = []
+        expert = ScriptedExpert(env, noise, seed=0)
+
+        def log(_obs, action, *_, actions=actions, grips=grips, phases=phases, expert=expert):
+            actions.append(action.copy())
+            grips.append(env.grip_pos().copy())
+            phases.append(expert.phases[expert.k].name)
+
+        ok, steps = run_expert_episode(env, expert, seed=4, on_step=log)
+        runs.append((ok, steps, np.array(actions), np.array(grips), np.array(phases)))
+    (ok_plain, n_plain, _, g_plain, _), (ok_pause, n_pause, a_pause, g_pause, ph_pause) = runs
+    assert ok_plain and ok_pause
+    paused = ph_pause == "pause"
+    assert 2 * 15 <= paused.sum() <= 2 * 15 + 2  # two free-space moves (above, carry); + IK settling
+    assert abs(n_pause - n_plain - paused.sum()) <= 2
+    # while paused the grip stays put (the IK settles by millimetres) and the gripper keeps its state
+    for part in np.split(np.flatnonzero(paused), np.flatnonzero(np.diff(np.flatnonzero(paused)) > 1) + 1):
+        assert np.linalg.norm(g_pause[part[1:]] - g_pause[part[0]], axis=1).max() < 0.01
+        assert np.ptp(a_pause[part, 7]) == 0
+    gap = np.linalg.norm(g_plain[:, None] - g_pause[None], axis=-1).min(axis=1)
+    assert gap.max() < 0.02, gap.max()  # the plain path lies on the hesitating one
+
+
 def test_dart_noise_perturbs_the_states_but_records_the_clean_labels():
     """DART: the executed action is perturbed, the recorded one is the expert's clean command."""
     env = TabletopEnv(EnvConfig(task="reach", render=False))
