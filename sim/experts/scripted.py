@@ -28,8 +28,9 @@ class ExpertNoise:
       in transit. Below 1 a demo succeeds later on the same path -- slow but clean.
     * with probability ``pause_prob`` a hesitating operator holds still for ``pause_steps`` control steps
       before a free-space move (before its detour, if any): the arm's command stays where it is, the
-      gripper as it was. The demo succeeds later on the same path; the extra steps are frames that make no
-      progress, which a critic that credits time can tell apart and a success filter cannot.
+      gripper as it was. The demo succeeds later on the same path; the extra frames make no progress and
+      repeat one observation (a base SFT on pick_place with 20-step pauses in its slow demos failed: see
+      docs/results.md).
     * ``aim_std`` (m): a sloppy demonstrator. Each episode draws one offset ~ N(0, aim_std^2 I_3) that
       is added to every phase goal, so the demo ends off target (on reach: a failed demo, a near miss).
       Mixed-quality data for credit methods to sort out.
