@@ -24,6 +24,15 @@ def _git(*args: str) -> str:
         return ""
 
 
+def _cpu_model() -> str:
+    """The CPU's model name (Linux; "" where unknown): machines with the same core count differ 2-3x."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return ""
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
+
+
 def provenance(started: float) -> dict[str, Any]:
     """``started``: ``time.time()`` when the run began."""
     return {
@@ -33,6 +42,7 @@ def provenance(started: float) -> dict[str, Any]:
             "arch": platform.machine(),
             "cpus": os.cpu_count(),
             "processor": platform.processor() or platform.machine(),
+            "cpu_model": _cpu_model(),
             "python": platform.python_version(),
         },
         "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)),

@@ -1,6 +1,8 @@
 """Post-training methods against the two simple baselines, on identical data, init, steps and episodes.
 
     python benchmarks/posttrain.py --method <recap|aloe|habc|awbc|all> --task <reach|pick_place> --seeds 3
+    python benchmarks/posttrain.py --method recap awbc ...                # several methods in one run
+    python benchmarks/posttrain.py ... --jobs 2 --threads 1 --base-threads 2   # two cores: arms side by side
     python benchmarks/posttrain.py ... --phase tune       # the tuning seed range (never the reported one)
     python benchmarks/posttrain.py ... --phase tune --set algo.critic.beta=0.5   # a candidate setting
     python benchmarks/posttrain.py ... --phase tune --design slow_noise.speed_scale=0.7 --base-only
@@ -114,6 +116,9 @@ DESIGN: dict[str, dict[str, Any]] = {
         "base_steps": 4000,
     },
 }
+# an arm's wall time relative to the other arms', for the order they start in (the records: ALOE's online
+# critic 30-41 min an arm, every other arm 5-9)
+ARM_COST = {"aloe": 5.0}
 QUICK = {"experts": 3, "slow": 2, "sloppy": 2, "base_steps": 10, "rollouts": 2, "steps": 3}
 PHASES = {"tune": {"eval": 30_000, "rollout": 300_000}, "report": {"eval": 40_000, "rollout": 400_000}}
 
@@ -172,8 +177,11 @@ def fmt(values: list[float], digits: int = 1) -> str:
 
 
 # ---- the run ----------------------------------------------------------------------------------------------
-def ensure_data(task: str, design: dict[str, Any], data_root: Path) -> tuple[list[Path], list[str]]:
-    """The three demo sets of the design (cached by what made them), and their names."""
+def ensure_data(
+    task: str, design: dict[str, Any], data_root: Path, jobs: int = 1
+) -> tuple[list[Path], list[str]]:
+    """The three demo sets of the design (cached by what made them), and their names; with ``jobs`` > 1
+    the sets are collected side by side (each set's episodes and seeds are its own, so the same demos)."""
     sets = [
         ("experts", design["experts"], DART.get(task, ExpertNoise()), 0, False),
         (
@@ -185,15 +193,25 @@ def ensure_data(task: str, design: dict[str, Any], data_root: Path) -> tuple[lis
         ),
         ("sloppy", design["sloppy"], _noise(design["sloppy_noise"]), 50_000, True),
     ]
-    roots, names = [], []
-    for name, n, noise, seed, keep_failures in sets:
-        if n == 0:
-            continue
-        root = data_root / f"{task}_{name}{n}_{key(asdict(noise), seed, code_version())}"
-        ensure_demos(task, n, root, noise, seed=seed, keep_failures=keep_failures)
-        roots.append(root)
-        names.append(name)
-    return roots, names
+    code = code_version()
+    todo = [
+        (task, n, data_root / f"{task}_{name}{n}_{key(asdict(noise), seed, code)}", noise, seed, keep)
+        for name, n, noise, seed, keep in sets
+        if n > 0
+    ]
+    if jobs > 1 and len(todo) > 1:
+        ctx = multiprocessing.get_context("spawn")  # no fork of a process holding GL state
+        with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
+            list(pool.map(_ensure_set, todo))
+    else:
+        for args in todo:
+            _ensure_set(args)
+    return [root for _, _, root, *_ in todo], [name for name, n, *_ in sets if n > 0]
+
+
+def _ensure_set(args: tuple[str, int, Path, ExpertNoise, int, bool]) -> None:
+    task, n, root, noise, seed, keep_failures = args
+    ensure_demos(task, n, root, noise, seed=seed, keep_failures=keep_failures)
 
 
 def with_overrides(design: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -270,7 +288,7 @@ def run_arms(
     extra: list[str],
 ) -> dict[int, dict[str, dict[str, Any]]]:
     """Every arm of every seed, ``args.jobs`` at a time. A seed's first arm (the control) collects the
-    rollouts its other arms share, so those start only when it is done."""
+    rollouts its other arms share, so those start only when it is done; :func:`next_job` picks the order."""
     results: dict[int, dict[str, dict[str, Any]]] = {s: {} for s in jobs}
 
     def finished(s: int) -> None:
@@ -286,26 +304,31 @@ def run_arms(
     ctx = multiprocessing.get_context("spawn")  # no fork of a process holding torch and GL state
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx) as pool:
         pending: dict[Future, tuple[int, str]] = {}
-
-        def submit(s: int, arm: str) -> None:
-            common, seed_dir = jobs[s]
-            print(f"== {seed_dir.name} {arm}: started (log {seed_dir / (arm + '.log')}) ==", flush=True)
-            fut = pool.submit(_run_arm_logged, arm, args.task, common, seed_dir, code, extra)
-            pending[fut] = (s, arm)
-
-        for s in jobs:
-            submit(s, arms[0])
-        while pending:
+        ready = [(s, arms[0]) for s in jobs]
+        while ready or pending:
+            while ready and len(pending) < args.jobs:  # the pool never holds a queue of its own
+                s, arm = next_job(ready, arms[0])
+                ready.remove((s, arm))
+                common, seed_dir = jobs[s]
+                print(f"== {seed_dir.name} {arm}: started (log {seed_dir / (arm + '.log')}) ==", flush=True)
+                fut = pool.submit(_run_arm_logged, arm, args.task, common, seed_dir, code, extra)
+                pending[fut] = (s, arm)
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
                 s, arm = pending.pop(fut)
                 results[s][arm] = fut.result()
                 print(f"== {jobs[s][1].name} {arm}: {results[s][arm]['success']:.0f}% ==", flush=True)
                 if arm == arms[0]:
-                    for other in arms[1:]:
-                        submit(s, other)
+                    ready += [(s, other) for other in arms[1:]]
                 finished(s)
     return results
+
+
+def next_job(ready: list[tuple[int, str]], first: str) -> tuple[int, str]:
+    """The (seed, arm) to start next: a seed's first arm (it collects the rollouts that seed's other arms
+    wait for), then the costliest (:data:`ARM_COST`: a long arm started last runs alone at the end while
+    the other core idles), then the order of ``ready``."""
+    return min(ready, key=lambda job: (job[1] != first, -ARM_COST.get(job[1], 1.0)))
 
 
 def _metrics(r: dict[str, Any]) -> dict[str, Any]:
@@ -322,8 +345,9 @@ def main() -> None:
     p.add_argument(
         "--method",
         required=True,
+        nargs="+",
         choices=[*METHODS, *ABLATIONS, "all"],
-        help="all: every method and ablation arm",
+        help="one or more (their arms side by side with the baselines'); all: every method and ablation arm",
     )
     p.add_argument("--task", default="reach", choices=sorted(DESIGN))
     p.add_argument("--seeds", type=int, default=3)
@@ -332,12 +356,19 @@ def main() -> None:
     p.add_argument("--out", default=str(ROOT / "outputs" / "bench_posttrain"), help="cache root")
     p.add_argument("--threads", type=int, default=2, help="torch threads of every training run")
     p.add_argument(
+        "--base-threads",
+        type=int,
+        default=None,
+        help="torch threads of the base SFT, which trains alone (default: --threads); part of its config, "
+        "so another count trains another base (the same up to rounding)",
+    )
+    p.add_argument(
         "--jobs",
         type=int,
         default=1,
         help="arms trained side by side in worker processes (each with --threads; a seed's control arm runs "
-        "first, it collects the rollouts the seed's other arms share); a worker's output goes to "
-        "<seed dir>/<arm>.log",
+        "first, it collects the rollouts the seed's other arms share; then the costliest first); a worker's "
+        "output goes to <seed dir>/<arm>.log. The demo sets are collected side by side too",
     )
     p.add_argument("--no-record", action="store_true", help="do not write the results record or docs")
     p.add_argument(
@@ -385,9 +416,9 @@ def main() -> None:
         method_extra += ["algo.critic.steps=10", "algo.critic.batch_size=32"]
     phase = PHASES[args.phase]
     code = code_version()
-    methods = [*METHODS, *ABLATIONS] if args.method == "all" else [args.method]
+    methods = [*METHODS, *ABLATIONS] if "all" in args.method else list(dict.fromkeys(args.method))
     out = Path(args.out)
-    roots, names = ensure_data(args.task, design, out / "data")
+    roots, names = ensure_data(args.task, design, out / "data", args.jobs)
     cap = max(design["experts"], design["slow"], design["sloppy"], design["rollouts"])
 
     # the base SFT (cached by its config and the code) and its evaluation on this phase's episodes
@@ -400,7 +431,7 @@ def main() -> None:
             f"seed={args.base_seed}",
             "env=none",
             "max_minutes=null",
-            f"threads={args.threads}",
+            f"threads={args.base_threads or args.threads}",
         ]
     )
     base_dir = out / args.task / f"base_{config_hash(base_cfg, code)}"
@@ -483,6 +514,12 @@ def main() -> None:
             "eval_seeds": phase["eval"],
             "design": design,
             "code_version": code,
+            "run": {
+                "jobs": args.jobs,
+                "threads": args.threads,
+                "base_threads": args.base_threads or args.threads,
+            },
+            "base_config_hash": base_dir.name.removeprefix("base_"),
             "base": {k: v for k, v in base.items() if k != "outcomes"},
             "base_wall_minutes": _wall(base_dir),
             "compute_minutes": round(

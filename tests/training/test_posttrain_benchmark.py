@@ -42,3 +42,17 @@ def test_posttrain_benchmark_quick_runs_every_arm_and_caches(tmp_path):
     assert len(list(tmp_path.rglob("seed_*/*.log"))) == 14  # each worker's output in its own log
     second = subprocess.run(cmd, cwd=ROOT / "benchmarks", capture_output=True, text=True, timeout=600)
     assert second.returncode == 0 and "== seed_0" not in second.stdout  # every arm came from its cache
+
+
+def test_the_benchmark_starts_rollout_collecting_arms_first_then_the_costliest():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from posttrain import next_job
+
+    ready = [(0, "filtered_bc"), (0, "recap"), (0, "aloe"), (0, "habc"), (2, "control")]
+    order = []
+    while ready:
+        job = next_job(ready, "control")
+        ready.remove(job)
+        order.append(job)
+    # seed 2's control unlocks six arms; ALOE (about five times an arm's wall) must not start last
+    assert order == [(2, "control"), (0, "aloe"), (0, "filtered_bc"), (0, "recap"), (0, "habc")]
