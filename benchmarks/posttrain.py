@@ -257,20 +257,39 @@ def run_arm(
     report = out / "rounds.json"
     rounds = json.loads(report.read_text()) if report.exists() else []
     done = next((r for r in rounds if r["round"] == 1 and "success_rate" in r), None)
-    if done is None:
+    made_now = done is None
+    if made_now:
         cfg.out = str(out)
         print(f"== {seed_dir.name} {arm} ({h}) ==", flush=True)
         t0 = time.time()
         closed_loop(cfg)
         (out / WALL_FILE).write_text(json.dumps({"wall_minutes": round((time.time() - t0) / 60, 2)}))
         done = next(r for r in json.loads(report.read_text()) if r["round"] == 1)
-    return {"arm": arm, "config_hash": h, "out": str(out), "wall_minutes": _wall(out), **_metrics(done)}
+    return {
+        "arm": arm,
+        "config_hash": h,
+        "out": str(out),
+        **_made(out),
+        "made_now": made_now,
+        **_metrics(done),
+    }
 
 
 def _wall(out: Path) -> float | None:
     """Minutes the run that made ``out`` took (None for a folder made before the benchmark timed it)."""
+    return _made(out)["wall_minutes"]
+
+
+def _made(out: Path) -> dict[str, Any]:
+    """How long the run that made ``out`` took and when it finished (UTC, the wall file's time); None for a
+    folder made before the benchmark timed it. A record resumed from the cache says so with these."""
     path = out / WALL_FILE
-    return json.loads(path.read_text())["wall_minutes"] if path.exists() else None
+    if not path.exists():
+        return {"wall_minutes": None, "finished": None}
+    return {
+        "wall_minutes": json.loads(path.read_text())["wall_minutes"],
+        "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime)),
+    }
 
 
 def _run_arm_logged(arm: str, task: str, common: list[str], seed_dir: Path, code: str, extra: list[str]):
@@ -436,7 +455,8 @@ def main() -> None:
     )
     base_dir = out / args.task / f"base_{config_hash(base_cfg, code)}"
     base_ckpt = base_dir / "checkpoints" / "last"
-    if not (base_dir / WALL_FILE).exists():  # written when training returns: an interrupted base is redone
+    base_made_now = not (base_dir / WALL_FILE).exists()
+    if base_made_now:  # the wall file is written when training returns: an interrupted base is redone
         with folder_lock(base_dir, "the post-training benchmark's base SFT"):  # before anything is deleted
             shutil.rmtree(base_dir, ignore_errors=True)
             base_cfg.out = str(base_dir)
@@ -522,6 +542,12 @@ def main() -> None:
             "base_config_hash": base_dir.name.removeprefix("base_"),
             "base": {k: v for k, v in base.items() if k != "outcomes"},
             "base_wall_minutes": _wall(base_dir),
+            "base_finished": _made(base_dir)["finished"],
+            "base_made_now": base_made_now,
+            # arms this invocation found in the cache (made by an earlier one of the same code and config)
+            "arms_from_cache": [
+                f"seed_{s}/{a}" for s, row in enumerate(per_seed) for a in arms if not row[a]["made_now"]
+            ],
             "compute_minutes": round(
                 (_wall(base_dir) or 0.0)
                 + sum(row[a]["wall_minutes"] or 0.0 for row in per_seed for a in arms),
@@ -666,7 +692,18 @@ def render(args, design, base, per_seed, summary, methods) -> str:
         + "; ".join(", ".join(f"{a} {row[a]['success']:.0f}" for a in arms) for row in per_seed)
         + "."
     )
+    lines.append(_provenance_line([row[a] for row in per_seed for a in arms]))
     return "\n".join(lines)
+
+
+def _provenance_line(cells: list[dict[str, Any]]) -> str:
+    """Which arms this invocation trained and which it found in the cache, with when they finished: a record
+    resumed after an interruption says so."""
+    done = sorted(c["finished"] for c in cells if c["finished"])
+    span = f" (finished {done[0]} to {done[-1]})" if done else ""
+    cached = sum(not c["made_now"] for c in cells)
+    made = len(cells) - cached
+    return f"{made} of {len(cells)} arms trained by this invocation, {cached} from the cache{span}."
 
 
 def _write_docs(task: str, table: str) -> None:

@@ -40,8 +40,10 @@ def test_posttrain_benchmark_quick_runs_every_arm_and_caches(tmp_path):
     rollouts = list(tmp_path.rglob("rollouts_round1/meta/vla_episodes.jsonl"))
     assert len(rollouts) == 2  # one rollout set per seed, shared by every arm of the seed
     assert len(list(tmp_path.rglob("seed_*/*.log"))) == 14  # each worker's output in its own log
+    assert "14 of 14 arms trained by this invocation, 0 from the cache" in first.stdout
     second = subprocess.run(cmd, cwd=ROOT / "benchmarks", capture_output=True, text=True, timeout=600)
     assert second.returncode == 0 and "== seed_0" not in second.stdout  # every arm came from its cache
+    assert "0 of 14 arms trained by this invocation, 14 from the cache" in second.stdout  # and says so
 
 
 def test_the_benchmark_starts_rollout_collecting_arms_first_then_the_costliest():
