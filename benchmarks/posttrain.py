@@ -485,8 +485,11 @@ def main() -> None:
     if not base_eval.exists():
         runner_cfg = _compose([*arm_overrides("control", args.task), *common])
         phase_dir.mkdir(parents=True, exist_ok=True)
-        base_eval.write_text(json.dumps(env_runner(runner_cfg, phase_dir / "base").run(base_ckpt, 0)))
-    base = _metrics(json.loads(base_eval.read_text()))
+        t0 = time.time()
+        result = env_runner(runner_cfg, phase_dir / "base").run(base_ckpt, 0)
+        base_eval.write_text(json.dumps({**result, "wall_minutes": round((time.time() - t0) / 60, 2)}))
+    base_eval_result = json.loads(base_eval.read_text())
+    base = _metrics(base_eval_result)
     print(
         f"base SFT on {args.task}: {base['success']:.0f}% success, "
         f"time to success {base['time_to_success']:.1f} steps",
@@ -542,6 +545,8 @@ def main() -> None:
             "base_config_hash": base_dir.name.removeprefix("base_"),
             "base": {k: v for k, v in base.items() if k != "outcomes"},
             "base_wall_minutes": _wall(base_dir),
+            # the base's evaluation on this phase's episodes (None: made before the benchmark timed it)
+            "base_eval_wall_minutes": base_eval_result.get("wall_minutes"),
             "base_finished": _made(base_dir)["finished"],
             "base_made_now": base_made_now,
             # arms this invocation found in the cache (made by an earlier one of the same code and config)
@@ -550,6 +555,7 @@ def main() -> None:
             ],
             "compute_minutes": round(
                 (_wall(base_dir) or 0.0)
+                + (base_eval_result.get("wall_minutes") or 0.0)
                 + sum(row[a]["wall_minutes"] or 0.0 for row in per_seed for a in arms),
                 1,
             ),
