@@ -275,11 +275,6 @@ def run_arm(
     }
 
 
-def _wall(out: Path) -> float | None:
-    """Minutes the run that made ``out`` took (None for a folder made before the benchmark timed it)."""
-    return _made(out)["wall_minutes"]
-
-
 def _made(out: Path) -> dict[str, Any]:
     """How long the run that made ``out`` took and when it finished (UTC, the wall file's time); None for a
     folder made before the benchmark timed it. A record resumed from the cache says so with these."""
@@ -529,6 +524,7 @@ def main() -> None:
     table = render(args, design, base, per_seed, summary, methods) + "\n\n" + render_shares(per_seed, methods)
     print(table)
     if not args.no_record and args.phase == "report":
+        base_made = _made(base_dir)
         record = {
             "task": args.task,
             "phase": args.phase,
@@ -544,17 +540,17 @@ def main() -> None:
             },
             "base_config_hash": base_dir.name.removeprefix("base_"),
             "base": {k: v for k, v in base.items() if k != "outcomes"},
-            "base_wall_minutes": _wall(base_dir),
+            "base_wall_minutes": base_made["wall_minutes"],
             # the base's evaluation on this phase's episodes (None: made before the benchmark timed it)
             "base_eval_wall_minutes": base_eval_result.get("wall_minutes"),
-            "base_finished": _made(base_dir)["finished"],
+            "base_finished": base_made["finished"],
             "base_made_now": base_made_now,
             # arms this invocation found in the cache (made by an earlier one of the same code and config)
             "arms_from_cache": [
                 f"seed_{s}/{a}" for s, row in enumerate(per_seed) for a in arms if not row[a]["made_now"]
             ],
             "compute_minutes": round(
-                (_wall(base_dir) or 0.0)
+                (base_made["wall_minutes"] or 0.0)
                 + (base_eval_result.get("wall_minutes") or 0.0)
                 + sum(row[a]["wall_minutes"] or 0.0 for row in per_seed for a in arms),
                 1,
