@@ -8,7 +8,10 @@ training data loads them: the demo roots, then the rollouts, the first ``max_epi
   weights are standardised per batch (the spec), so they are recomputed here over random batches of the
   training batch size and averaged per frame; ALOE's are those of its critic at the start of actor
   training (its online critic moves them afterwards);
-- RECAP: the share of the I = 1 frames (the ones the positive-conditioned policy imitates).
+- RECAP: the share of the I = 1 frames (the ones the positive-conditioned policy imitates);
+- APO: the share of the draws (its batches are balanced between desirable and undesirable frames; it
+  moves the policy toward the first and away from the second, so its undesirable share is a push away);
+- Flow-DPO: every frame alike (it trains on chunks of its own at each frame, not on the data's).
 
 Beside each share, the group's share of the frames: a signal share below the frame share means the method
 imitates that group less than SFT continued does; filtered BC gives failed episodes zero. And the spread of
@@ -54,6 +57,8 @@ def signal(labels: dict[str, torch.Tensor], algo: str, critic: dict, batch: int)
     """
     if algo == "recap":
         return labels["cond"].float()
+    if algo == "flow_dpo":  # every frame alike: it trains on its own chosen / rejected chunks there
+        return torch.ones(len(labels["chosen"]))
     if algo == "habc" and critic.get("standardise", "batch") == "batch":
         beta, w_max = float(critic.get("beta", 1.0)), float(critic.get("w_max", 20.0))
         n = len(labels["a_v"])
@@ -75,7 +80,9 @@ def credit_shares(
 ) -> dict[str, dict[str, float]]:
     """``{group: {"frames": %, "signal": %, "mean_w", "w_q10", "w_q50", "w_q90"}}``: the group's share of the
     frames and of the actor's signal, and its frames' weights relative to the mean over all frames."""
-    labels = load_file(str(arm_out / "round_1" / "train" / "critic" / "labels.safetensors"))
+    train = arm_out / "round_1" / "train"
+    folder = train / "critic" if (train / "critic").is_dir() else train / "preference"  # APO: no critic
+    labels = load_file(str(folder / "labels.safetensors"))
     groups = frame_groups(roots, names, max_episodes)
     s = signal(labels, algo, critic, batch)
     if len(s) != len(groups):

@@ -1,6 +1,7 @@
 """Post-training methods against the two simple baselines, on identical data, init, steps and episodes.
 
-    python benchmarks/posttrain.py --method <recap|aloe|habc|awbc|all> --task <reach|pick_place> --seeds 3
+    python benchmarks/posttrain.py --method <method|all> --task <reach|pick_place> --seeds 3
+        (method: recap, aloe, habc, awbc; the preference methods apo, flow_dpo; the ablation habc_mc)
     python benchmarks/posttrain.py --method recap awbc ...                # several methods in one run
     python benchmarks/posttrain.py ... --jobs 2 --threads 1 --base-threads 2   # two cores: arms side by side
     python benchmarks/posttrain.py ... --phase tune       # the tuning seed range (never the reported one)
@@ -82,7 +83,7 @@ from vla.lock import folder_lock
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 DOCS = ROOT / "docs" / "results.md"
-METHODS = ("recap", "aloe", "habc", "awbc")
+METHODS = ("recap", "aloe", "habc", "awbc", "apo", "flow_dpo")  # credit, then preference methods
 ABLATIONS = ("habc_mc",)  # variants with a preset of their own (configs/experiment/posttrain_<arm>.yaml)
 WALL_FILE = "wall.json"  # how long the run that made a cached folder took
 T_975 = {1: 12.71, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
@@ -238,13 +239,17 @@ def _noise(fields: dict[str, Any]) -> ExpertNoise:
 
 
 def arm_overrides(arm: str, task: str, extra: list[str] = ()) -> list[str]:
-    """An arm's preset; a credit method's reward is normalised by the task's episode limit T_max (a
-    property of the task, the same for every method; the presets' own value is reach's)."""
+    """An arm's preset; a method with a critic has its reward normalised by the task's episode limit T_max
+    (a property of the task, the same for every method; the presets' own value is reach's). ``extra``'s
+    ``algo.critic.*`` overrides apply to the methods that have a critic (not APO)."""
     if arm == "control":
         return ["experiment=posttrain_sft"]
     if arm == "filtered_bc":
         return ["experiment=posttrain_sft", "data.only_success=true"]
-    return [f"experiment=posttrain_{arm}", f"algo.critic.reward.t_max={TASKS.get(task).max_steps}", *extra]
+    preset = f"experiment=posttrain_{arm}"
+    if "critic" not in _compose([preset]).algo:  # APO: labels from the takeovers, no reward
+        return [preset, *(o for o in extra if not o.startswith("algo.critic."))]
+    return [preset, f"algo.critic.reward.t_max={TASKS.get(task).max_steps}", *extra]
 
 
 def run_arm(
@@ -516,7 +521,7 @@ def main() -> None:
                 [*names, "rollouts"],
                 cap,
                 cfg.algo["name"],
-                dict(cfg.algo["critic"]),
+                dict(cfg.algo.get("critic", {})),
                 cfg.batch_size,
             )
 

@@ -93,6 +93,7 @@ class ChunkDataset:
         self.frame_index = torch.arange(n) - self.episode_start  # [N] t within its episode
         self.num_episodes = len(states)
         self.labels: dict[str, Tensor] = {}  # derived per-frame columns [N, ...], added to batches
+        self.sampling_weights: Tensor | None = None  # [N] >= 0: frames drawn in proportion (None: uniform)
 
     def __len__(self) -> int:
         return len(self.action)
@@ -113,7 +114,10 @@ class ChunkDataset:
         return {STATE: array_stats(self.state.numpy()), ACTION: array_stats(self.action.numpy())}
 
     def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
-        idx = torch.randint(len(self), (batch_size,), generator=generator)  # [B]
+        if self.sampling_weights is None:
+            idx = torch.randint(len(self), (batch_size,), generator=generator)  # [B]
+        else:  # an algorithm's sampling design (e.g. APO's balanced desirable / undesirable batches)
+            idx = torch.multinomial(self.sampling_weights, batch_size, replacement=True, generator=generator)
         return self.get(idx, generator)
 
     def get(self, idx: Tensor, generator: torch.Generator | None = None) -> Batch:

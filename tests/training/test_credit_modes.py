@@ -1,5 +1,6 @@
 """Learning tests of the credit methods on a toy task with a fast and a slow successful mode
-(``two_modes.py``): from the same base, each of RECAP, ALOE and HABC moves the policy toward the fast mode
+(``two_modes.py``): from the same base, each of RECAP, ALOE, HABC and Flow-DPO (pairs scored by a critic)
+moves the policy toward the fast mode
 more than SFT continued on all data, and at least as far as filtered BC (which cannot tell the two
 successful modes apart)."""
 
@@ -29,6 +30,11 @@ ARMS = {
     # beta 0.5: at the preset's 0.05 the weights saturate the w_max clip here (about 45% of frames at the
     # clip) and HABC moved the fast share only 0.18 -> 0.21; 0.5 gave 0.32, 1.0 0.27 (measured on this toy)
     "habc": ({"name": "habc", "critic": {**CRITIC, "beta": 0.5}}, False),
+    # pairs: the best and worst of 5 base chunks per frame by ALOE's Q ensemble
+    "flow_dpo": (
+        {"name": "flow_dpo", "critic": {**CRITIC, "ensemble": 4, "samples": 5, "gamma": 0.9}},
+        False,
+    ),
 }
 
 
@@ -68,8 +74,9 @@ def test_filtered_bc_cannot_tell_the_successful_modes_apart(arms):
     assert 0.05 < arms["sft"] < 0.3, arms
 
 
-@pytest.mark.parametrize("method", ["recap", "aloe", "habc"])
+@pytest.mark.parametrize("method", ["recap", "aloe", "habc", "flow_dpo"])
 def test_credit_moves_the_policy_to_the_fast_mode(arms, method):
-    # measured: sft 0.18, filtered BC 0.11, RECAP 0.29, ALOE 0.47, HABC 0.32 (192 samples each)
+    # measured: sft 0.18, filtered BC 0.11, RECAP 0.29, ALOE 0.47, HABC 0.32, Flow-DPO 0.37 (192 samples each;
+    # Flow-DPO with its proximal term; the DPO term alone, proximal 0 and beta 1, gave 0.20)
     assert arms[method] >= arms["sft"] + 0.08, arms
     assert arms[method] >= arms["filtered_bc"], arms

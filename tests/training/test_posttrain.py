@@ -60,11 +60,14 @@ SMALL = {
     "aloe": ["algo.critic.steps=30", "algo.critic.ensemble=3", "algo.critic.samples=2"],
     "habc": ["algo.critic.steps=30"],
     "awbc": ["algo.critic.steps=30", "algo.critic.n_step=3"],
+    "flow_dpo": ["algo.critic.steps=30", "algo.critic.ensemble=3", "algo.critic.samples=3"],
+    "apo": ["algo.error_steps=2"],  # no critic: labels from the takeovers
 }
 
 
 def _preset_args(method, ckpt, root, out):
     """A tiny run of ``experiment=posttrain_<method>`` from the base checkpoint."""
+    critic = [] if method == "apo" else ["algo.critic.batch_size=32"]
     return [
         f"experiment=posttrain_{method}",
         f"init_from={ckpt}",
@@ -75,7 +78,7 @@ def _preset_args(method, ckpt, root, out):
         "threads=1",
         "progress=false",
         f"out={out}",
-        "algo.critic.batch_size=32",
+        *critic,
         *SMALL[method],
     ]
 
@@ -86,6 +89,11 @@ def test_posttrain_preset_runs_from_a_base_checkpoint(base, tmp_path, method):
     out = tmp_path / method
     stdout = _train(_preset_args(method, ckpt, root, out), tmp_path)
     assert "credit:" in stdout
+    if method in ("apo", "flow_dpo"):  # compared with the starting policy, kept for a resume
+        assert (out / "reference/model.safetensors").is_file()
+    if method == "apo":
+        assert "undesirable=" in stdout
+        return
     labels = load_file(str(out / "critic/labels.safetensors"))
     assert ("cond" in labels) == (method == "recap") and ("weight" in labels) == (method != "recap")
     config = yaml.safe_load((out / "checkpoints/last/config.yaml").read_text())
@@ -109,10 +117,12 @@ def test_aloe_indicator_mode_conditions_like_recap(base, tmp_path):
     assert config["inference_cond"] == 1 and config["inference_guidance"] == 1.5
 
 
-def test_posttrain_resume_is_exact_and_reuses_the_labels(base, tmp_path):
+@pytest.mark.parametrize("method", ["recap", "apo"])
+def test_posttrain_resume_is_exact_and_reuses_the_labels(base, tmp_path, method):
+    """RECAP reuses its critic's labels; APO its frozen reference (the resumed policy is not the start)."""
     root, ckpt = base
     common = [
-        "experiment=posttrain_recap",
+        f"experiment=posttrain_{method}",
         f"init_from={ckpt}",
         f"data.roots=[{root}]",
         "env=none",
@@ -121,14 +131,16 @@ def test_posttrain_resume_is_exact_and_reuses_the_labels(base, tmp_path):
         "batch_size=8",
         "threads=1",
         "progress=false",
-        *SMALL["recap"],
+        *SMALL[method],
     ]
     _train([*common, f"out={tmp_path / 'straight'}"], tmp_path)
     _train([*common, f"out={tmp_path / 'split'}", "stop_after=4"], tmp_path)
-    labels = (tmp_path / "split/critic/labels.safetensors").stat().st_mtime_ns
+    kept = "critic/labels.safetensors" if method == "recap" else "reference/model.safetensors"
+    kept = tmp_path / "split" / kept
+    written = kept.stat().st_mtime_ns
     second = _train([*common, f"out={tmp_path / 'split'}"], tmp_path)
     assert "at step 4" in second
-    assert (tmp_path / "split/critic/labels.safetensors").stat().st_mtime_ns == labels  # not refitted
+    assert kept.stat().st_mtime_ns == written  # not refitted / rewritten
     a = load_file(str(tmp_path / "straight/checkpoints/last/model.safetensors"))
     b = load_file(str(tmp_path / "split/checkpoints/last/model.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a)

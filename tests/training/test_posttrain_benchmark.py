@@ -19,31 +19,33 @@ def test_posttrain_benchmark_quick_runs_every_arm_and_caches(tmp_path):
         [*cmd, "--jobs", "2"], cwd=ROOT / "benchmarks", capture_output=True, text=True, timeout=1800
     )
     assert first.returncode == 0, first.stderr[-3000:]
-    for arm in ("control", "filtered_bc", "recap", "aloe", "habc", "awbc", "habc_mc"):
+    for arm in ("control", "filtered_bc", "recap", "aloe", "habc", "awbc", "apo", "flow_dpo", "habc_mc"):
         assert f"| {arm} |" in first.stdout
-    for m in ("recap", "aloe", "habc", "awbc", "habc_mc"):
+    for m in ("recap", "aloe", "habc", "awbc", "apo", "flow_dpo", "habc_mc"):
         assert f"{m}: lift over control:" in first.stdout and f"{m}: lift over filtered BC:" in first.stdout
         assert f"{m}: time to success: {m}" in first.stdout
     # the second table: where each method's actor signal goes, per part of the data design
     lines = first.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("| (frames) |"))
-    for line in lines[at : at + 6]:  # the frames' shares, then each method's shares of its signal
+    for line in lines[at : at + 8]:  # the frames' shares, then each method's shares of its signal
         cells = [c.strip() for c in line.strip("| ").split("|")]
         assert sum(float(v) for v in cells[1:]) == pytest.approx(100.0, abs=0.5), line
-    assert [line.split("|")[1].strip() for line in lines[at + 1 : at + 6]] == [
+    assert [line.split("|")[1].strip() for line in lines[at + 1 : at + 8]] == [
         "recap",
         "aloe",
         "habc",
         "awbc",
+        "apo",
+        "flow_dpo",
         "habc_mc",  # the ablation arm
     ]
     rollouts = list(tmp_path.rglob("rollouts_round1/meta/vla_episodes.jsonl"))
     assert len(rollouts) == 2  # one rollout set per seed, shared by every arm of the seed
-    assert len(list(tmp_path.rglob("seed_*/*.log"))) == 14  # each worker's output in its own log
-    assert "14 of 14 arms trained by this invocation, 0 from the cache" in first.stdout
+    assert len(list(tmp_path.rglob("seed_*/*.log"))) == 18  # each worker's output in its own log
+    assert "18 of 18 arms trained by this invocation, 0 from the cache" in first.stdout
     second = subprocess.run(cmd, cwd=ROOT / "benchmarks", capture_output=True, text=True, timeout=600)
     assert second.returncode == 0 and "== seed_0" not in second.stdout  # every arm came from its cache
-    assert "0 of 14 arms trained by this invocation, 14 from the cache" in second.stdout  # and says so
+    assert "0 of 18 arms trained by this invocation, 18 from the cache" in second.stdout  # and says so
 
 
 def test_the_benchmark_starts_rollout_collecting_arms_first_then_the_costliest():

@@ -49,8 +49,11 @@ def write_two_modes(root: Path, fast: int = 10, slow: int = 20, fail: int = 10, 
     return root
 
 
-def fast_fraction(policy, positions=(0.2, 0.4, 0.6), samples: int = 64, seed: int = 0) -> float:
-    """Share of the policy's first actions nearer the fast velocity than the slow one, over states p."""
+def fast_fraction(
+    policy, positions=(0.2, 0.4, 0.6), samples: int = 64, seed: int = 0, threshold: float = (FAST + SLOW) / 2
+) -> float:
+    """Share of the policy's first actions above ``threshold`` (nearer the fast velocity than the slow one,
+    by default), over states p."""
     import torch
 
     gen = torch.Generator().manual_seed(seed)
@@ -71,6 +74,6 @@ def fast_fraction(policy, positions=(0.2, 0.4, 0.6), samples: int = 64, seed: in
         with torch.no_grad():
             chunk = policy.sample_chunk(obs, cond=cond, guidance=cfg.inference_guidance, generator=gen)
             first = chunk[:, 0].mean(-1)  # [S]
-        hits += int((first > (FAST + SLOW) / 2).sum())
+        hits += int((first > threshold).sum())
         total += samples
     return hits / total

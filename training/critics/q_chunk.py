@@ -39,6 +39,9 @@ class QChunkConfig(CriticConfig):
     # once for the base policy, weights labelled once before actor training)
     online: bool = True
     lr_online: float = 3e-4  # the critic's learning rate during actor training
+    # Flow-DPO's pairs: label() also gives, per frame, the best and the worst of the M policy chunks by
+    # the ensemble's mean Q (``chosen`` / ``rejected``, raw units [N, H, A]) and their Q gap
+    pairs: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -182,4 +185,27 @@ class ChunkQCritic(Critic):
         else:
             w = advantage_weights(a, cfg.beta, cfg.w_max)
             out["weight"] = w / w.mean()
+        if cfg.pairs:
+            out.update(self.pairs())
         return out
+
+    def pairs(self) -> dict[str, Tensor]:
+        """Flow-DPO's preference pairs: of the M policy chunks of each frame, the one the ensemble (mean
+        over heads) scores highest (``chosen``) and lowest (``rejected``), raw units [N, H, A];
+        ``pair_gap`` [N] the Q difference between them."""
+        m = self.samples.shape[1]
+
+        def best_worst(idx: Tensor) -> Tensor:  # [B, 3]: argmax, argmin, gap
+            feat = self.features(idx).repeat_interleave(m, 0)
+            q = self.q_values(feat, self.samples[idx].flatten(0, 1)).mean(0).view(-1, m)  # [B, M]
+            gap = q.max(1).values - q.min(1).values
+            return torch.stack([q.argmax(1).float(), q.argmin(1).float(), gap], 1)
+
+        picked = self.per_frame(best_worst, batch=1024)
+        rows = torch.arange(len(picked))
+        raw = self.samples * self.a_std + self.a_mean  # [N, M, H, A]
+        return {
+            "chosen": raw[rows, picked[:, 0].long()],
+            "rejected": raw[rows, picked[:, 1].long()],
+            "pair_gap": picked[:, 2],
+        }
