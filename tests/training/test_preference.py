@@ -102,7 +102,7 @@ def test_flow_dpo_pairs_and_its_loss_at_the_start(takeovers, tmp_path):
     batch = data.get(idx)
     batch.update(chosen=chosen[idx], rejected=rejected[idx])
     noise, time = shared_noise(policy, len(idx), torch.Generator().manual_seed(0))
-    fm = policy.loss(with_actions(batch, chosen[idx]), noise=noise, time=time)
+    fm = policy.loss(with_actions(batch, chosen[idx]), noise=noise, time=time).detach()
     algo.generator.manual_seed(0)  # the update draws the same noise and time
     metrics = algo.update(batch)
     # policy = reference: D_w = D_l = 0, so L = log 2 + lambda L_FM(chosen)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import torch.nn.functional as F
+from torch import Tensor
 
 from training.algorithms.base import ALGORITHMS
 from training.algorithms.credit import CreditAlgorithm, CreditConfig
@@ -50,6 +51,11 @@ class FlowDPO(CreditAlgorithm):
             raise ValueError(f"flow_dpo: critic.chunk={h} must be 0 or the policy's chunk size {want}")
         self.reference = FrozenReference(self.policy, Path(out))
         return summary
+
+    def describe(self, labels: dict[str, Tensor]) -> dict[str, float]:
+        """The pairs' Q gap (best minus worst of the M chunks), not the critic's ALOE weights."""
+        gap = labels["pair_gap"]
+        return {"pair_gap_mean": float(gap.mean()), "pair_gap_q90": float(gap.quantile(0.9))}
 
     def update(self, batch: Batch) -> dict[str, float]:
         chosen, rejected = with_actions(batch, batch["chosen"]), with_actions(batch, batch["rejected"])
