@@ -1,4 +1,4 @@
-"""The one training loop on an accelerator: a base SFT, then SFT continued and each credit method's preset
+"""The one training loop on an accelerator: a base SFT, then SFT continued and each post-training preset
 from that base, every run with ``device=<device>``, on the tests' toy datasets (success visible in the
 observations, failed episodes, human takeovers in policy rollouts).
 
@@ -29,7 +29,8 @@ from pathlib import Path
 
 from _provenance import ROOT, write_record
 
-ARMS = ["sft", "recap", "aloe", "habc", "awbc"]
+ARMS = {"sft": False, "recap": True, "aloe": True, "habc": True, "awbc": True, "apo": False, "flow_dpo": True}
+"""Each arm's preset, and whether it fits a critic (``--critic-steps`` applies to those)."""
 
 
 def write_data(folder: Path) -> list[Path]:
@@ -97,9 +98,9 @@ def main() -> None:
         out / "base.log",
     )
     rows["base"] = {"wall_s": round(wall, 1), "loss": loss_ends(base)}
-    for arm in ARMS:
+    for arm, has_critic in ARMS.items():
         arm_out = out / arm
-        critic = [] if arm == "sft" else [f"algo.critic.steps={args.critic_steps}"]
+        critic = [f"algo.critic.steps={args.critic_steps}"] if has_critic else []
         wall = train(
             [
                 *common,
@@ -116,12 +117,12 @@ def main() -> None:
         if summary.exists():
             s = json.loads(summary.read_text())
             rows[arm]["critic_loss"] = (s["critic_loss_start"], s["critic_loss_end"])
-    print(f"{'arm':<6} {'wall s':>7} {'loss start':>11} {'loss end':>9} {'critic loss':>20}")
+    print(f"{'arm':<8} {'wall s':>7} {'loss start':>11} {'loss end':>9} {'critic loss':>20}")
     bad = []
     for arm, r in rows.items():
         (a, b), c = r["loss"], r.get("critic_loss")
         crit = f"{c[0]:.3f} -> {c[1]:.3f}" if c else "-"
-        print(f"{arm:<6} {r['wall_s']:>7.1f} {a:>11.4f} {b:>9.4f} {crit:>20}")
+        print(f"{arm:<8} {r['wall_s']:>7.1f} {a:>11.4f} {b:>9.4f} {crit:>20}")
         # the base learns from scratch: its loss must fall; an arm continues from a converged base, where
         # the flow-matching loss is flat and noisy: it must stay finite and within 2x of where it started
         if not (math.isfinite(a) and math.isfinite(b) and (b < a if arm == "base" else b < 2 * a)):
