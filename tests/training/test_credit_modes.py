@@ -5,19 +5,14 @@ more than SFT continued on all data, and at least as far as filtered BC (which c
 successful modes apart)."""
 
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
-from policies.flow_matching import debug_config
-from training.config import TrainConfig
-from training.data import DataConfig
-from training.loop import Trainer
 from vla.policy import load_policy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from two_modes import T_MAX, fast_fraction, write_two_modes
+from two_modes import T_MAX, fast_fraction, train_toy, write_two_modes
 
 STEPS = 300
 REWARD = {"c_fail": 20.0, "t_max": T_MAX}
@@ -39,20 +34,7 @@ ARMS = {
 
 
 def _train(root, out, algo, *, only_success=False, init_from=None, steps=STEPS):
-    cfg = TrainConfig(
-        policy=asdict(debug_config(chunk_size=4)),
-        algo=algo,
-        data=DataConfig(roots=[str(root)], random_shift=0, only_success=only_success),
-        out=str(out),
-        init_from=None if init_from is None else str(init_from),
-        steps=steps,
-        batch_size=32,
-        threads=1,
-        progress=False,
-        save_every=steps,
-        log_every=steps,
-    )
-    return Trainer(cfg).run()
+    return train_toy(root, out, algo, steps=steps, only_success=only_success, init_from=init_from)
 
 
 @pytest.fixture(scope="module")

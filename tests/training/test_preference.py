@@ -4,7 +4,6 @@ Flow-DPO's pairs and loss at the start, and a learning test of APO on a toy task
 
 import math
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -14,15 +13,13 @@ from policies.flow_matching import FlowMatchingPolicy, debug_config
 from training.algorithms import ALGORITHMS, OptimConfig
 from training.algorithms.apo import balanced_weights, preference_labels
 from training.algorithms.preference import FrozenReference, shared_noise, with_actions
-from training.config import TrainConfig
 from training.data import ChunkDataset, DataConfig
-from training.loop import Trainer
 from vla.policy import load_policy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from takeovers import BAD, GOOD, write_takeovers
 from toy_episodes import write_toy_episodes
-from two_modes import fast_fraction
+from two_modes import fast_fraction, train_toy
 
 CAMERAS = ["agentview", "wrist"]
 
@@ -110,20 +107,7 @@ def test_flow_dpo_pairs_and_its_loss_at_the_start(takeovers, tmp_path):
 
 
 def _train(root, out, algo, init_from=None, steps=120):
-    cfg = TrainConfig(
-        policy=asdict(debug_config(chunk_size=4)),
-        algo=algo,
-        data=DataConfig(roots=[str(root)], random_shift=0),
-        out=str(out),
-        init_from=None if init_from is None else str(init_from),
-        steps=steps,
-        batch_size=32,
-        threads=1,
-        progress=False,
-        save_every=steps,
-        log_every=steps,
-    )
-    return Trainer(cfg).run()
+    return train_toy(root, out, algo, steps=steps, init_from=init_from)
 
 
 def test_apo_moves_the_policy_off_the_habit_before_takeovers(takeovers, tmp_path):

@@ -77,3 +77,28 @@ def fast_fraction(
         hits += int((first > threshold).sum())
         total += samples
     return hits / total
+
+
+def train_toy(root, out, algo: dict, *, steps: int, only_success: bool = False, init_from=None):
+    """Train the debug policy (chunk 4) on a toy dataset through the one loop; the checkpoint folder."""
+    from dataclasses import asdict
+
+    from policies.flow_matching import debug_config
+    from training.config import TrainConfig
+    from training.data import DataConfig
+    from training.loop import Trainer
+
+    cfg = TrainConfig(
+        policy=asdict(debug_config(chunk_size=4)),
+        algo=algo,
+        data=DataConfig(roots=[str(root)], random_shift=0, only_success=only_success),
+        out=str(out),
+        init_from=None if init_from is None else str(init_from),
+        steps=steps,
+        batch_size=32,
+        threads=1,
+        progress=False,
+        save_every=steps,
+        log_every=steps,
+    )
+    return Trainer(cfg).run()

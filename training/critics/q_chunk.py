@@ -203,9 +203,8 @@ class ChunkQCritic(Critic):
 
         picked = self.per_frame(best_worst, batch=1024)
         rows = torch.arange(len(picked))
-        raw = self.samples * self.a_std + self.a_mean  # [N, M, H, A]
-        return {
-            "chosen": raw[rows, picked[:, 0].long()],
-            "rejected": raw[rows, picked[:, 1].long()],
-            "pair_gap": picked[:, 2],
-        }
+
+        def raw(j: Tensor) -> Tensor:  # [N, H, A]: the picked chunk of each frame, in raw units
+            return self.samples[rows, j.long()] * self.a_std + self.a_mean
+
+        return {"chosen": raw(picked[:, 0]), "rejected": raw(picked[:, 1]), "pair_gap": picked[:, 2]}
