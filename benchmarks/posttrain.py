@@ -7,6 +7,7 @@
     python benchmarks/posttrain.py ... --phase tune       # the tuning seed range (never the reported one)
     python benchmarks/posttrain.py ... --phase tune --set algo.critic.beta=0.5   # a candidate setting
     python benchmarks/posttrain.py ... --phase tune --design slow_noise.speed_scale=0.7 --base-only
+    python benchmarks/posttrain.py --from-record benchmarks/results/posttrain_reach.json  # a record's lines
 
 Arms (all from the same base SFT, post-trained for the same steps on the same demos + rollouts):
 
@@ -36,7 +37,9 @@ rollouts of the base with the simulated operator taking over (HG-DAgger), shared
 
 **Metrics** per arm and seed: success rate; time to success (mean control steps of the successful
 episodes: each ends at its success); successes per 1000 control steps (RECAP's throughput). Over seeds: the
-mean and a 95% t-interval of each, and of each difference to a baseline (paired by seed).
+mean and a 95% t-interval of each, and of each difference to a baseline (paired by seed). Time to success
+is also compared with filtered BC's on the evaluation episodes both arms succeed on (:func:`paired_time`): an
+arm that succeeds less often could otherwise look faster by solving only the easy episodes.
 
 **Caches** are keyed by what made them: each arm's folder is named by a hash of its resolved training
 config plus the code version (git tree hashes of ``vla/ policies/ training/ sim/ configs/``, and a hash of
@@ -45,7 +48,8 @@ their uncommitted diff); the base and the demos likewise. A changed preset or co
 Writes ``benchmarks/results/posttrain_<task>.json`` (report phase; every arm of the table from this one run,
 with its config hash, the commit, machine, date and wall time) and the table into ``docs/results.md``.
 Prints, per method, ``lift over control: <pts>``, ``lift over filtered BC: <pts>`` and
-``time to success: <method> vs <best baseline>``.
+``time to success: <method> vs <best baseline>`` and ``time to success on the episodes both succeed: <steps>
+[<interval>] steps vs filtered BC``; ``--from-record <json>`` prints these from a stored record.
 """
 
 from __future__ import annotations
@@ -363,7 +367,6 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--method",
-        required=True,
         nargs="+",
         choices=[*METHODS, *ABLATIONS, "all"],
         help="one or more (their arms side by side with the baselines'); all: every method and ablation arm",
@@ -390,6 +393,14 @@ def main() -> None:
         "output goes to <seed dir>/<arm>.log. The demo sets are collected side by side too",
     )
     p.add_argument("--no-record", action="store_true", help="do not write the results record or docs")
+    p.add_argument(
+        "--from-record",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="print the acceptance lines of a stored record (benchmarks/results/posttrain_<task>.json) "
+        "from its per-episode outcomes; trains and evaluates nothing",
+    )
     p.add_argument(
         "--quick", action="store_true", help="a smoke run at toy sizes (checks the pipeline; never recorded)"
     )
@@ -421,6 +432,10 @@ def main() -> None:
         help="stop after the base SFT's evaluation (a data design is chosen by the base and the baselines)",
     )
     args = p.parse_args()
+    if args.from_record:
+        return from_record(args.from_record)
+    if not args.method:
+        p.error("--method is required (or --from-record)")
     if (args.set or args.design or args.base_seed) and args.phase != "tune":
         p.error(
             "--set/--design/--base-seed are for the tune phase; the report phase runs the frozen presets, "
@@ -568,6 +583,11 @@ def main() -> None:
         path.write_text(json.dumps({**record, **provenance(started)}, indent=2) + "\n")
         _write_docs(args.task, table)
         print(f"record: {path}")
+    print_acceptance(summary, methods)
+
+
+def print_acceptance(summary: dict[str, Any], methods: list[str]) -> None:
+    """The acceptance lines of each method (means over seeds), and the paired time to success."""
     for m in methods:
         s = summary[m]
         print(f"{m}: lift over control: {s['lift_over_control'][0]:.1f}")
@@ -576,6 +596,31 @@ def main() -> None:
             f"{m}: time to success: {m} {s['time_to_success'][0]:.1f} vs {s['best_baseline']} "
             f"{s['baseline_time_to_success'][0]:.1f} steps"
         )
+        d, lo, hi = s["time_to_success_paired_vs_filtered_bc"]
+        print(
+            f"{m}: time to success on the episodes both succeed: {d:+.1f} [{lo:.1f}, {hi:.1f}] steps "
+            "vs filtered BC"
+        )
+
+
+def from_record(path: Path) -> None:
+    """Re-summarise a stored record (its per-episode outcomes) and print its acceptance lines; trains
+    nothing."""
+    arms = json.loads(path.read_text())["arms"]
+    methods = [a for a in arms if a not in ("control", "filtered_bc")]
+    per_seed = [{a: rows[i] for a, rows in arms.items()} for i in range(len(arms["control"]))]
+    print_acceptance(summarise(per_seed, methods), methods)
+
+
+def paired_time(per_seed: list[dict[str, dict[str, Any]]], a: str, b: str) -> list[float]:
+    """Per seed, the mean of (a's steps - b's steps) over the evaluation episodes both arms succeed on (the
+    arms share their episode seeds): time to success without the selection of which episodes succeed."""
+    out = []
+    for row in per_seed:
+        steps_b = {seed: n for ok, n, seed in row[b]["outcomes"] if ok}
+        d = [n - steps_b[seed] for ok, n, seed in row[a]["outcomes"] if ok and seed in steps_b]
+        out.append(sum(d) / len(d) if d else float("nan"))
+    return out
 
 
 def summarise(per_seed: list[dict[str, dict[str, Any]]], methods: list[str]) -> dict[str, Any]:
@@ -601,6 +646,7 @@ def summarise(per_seed: list[dict[str, dict[str, Any]]], methods: list[str]) -> 
             "time_to_success": mean_ci(col(m, "time_to_success")),
             "baseline_time_to_success": mean_ci(col(best, "time_to_success")),
             "time_to_success_vs_filtered_bc": mean_ci(diff(m, "filtered_bc", "time_to_success")),
+            "time_to_success_paired_vs_filtered_bc": mean_ci(paired_time(per_seed, m, "filtered_bc")),
             "per_1000_steps_vs_filtered_bc": mean_ci(diff(m, "filtered_bc", "per_1000_steps")),
         }
     return out

@@ -2,6 +2,8 @@
 arm through training/closed_loop.py (two seeds, two arms at a time in worker processes), the table and the
 acceptance lines; a second run, one arm at a time, reuses every arm."""
 
+import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +26,7 @@ def test_posttrain_benchmark_quick_runs_every_arm_and_caches(tmp_path):
     for m in ("recap", "aloe", "habc", "awbc", "apo", "flow_dpo", "habc_mc"):
         assert f"{m}: lift over control:" in first.stdout and f"{m}: lift over filtered BC:" in first.stdout
         assert f"{m}: time to success: {m}" in first.stdout
+        assert f"{m}: time to success on the episodes both succeed:" in first.stdout
     # the second table: where each method's actor signal goes, per part of the data design
     lines = first.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("| (frames) |"))
@@ -60,3 +63,30 @@ def test_the_benchmark_starts_rollout_collecting_arms_first_then_the_costliest()
         order.append(job)
     # seed 2's control unlocks six arms; ALOE (about five times an arm's wall) must not start last
     assert order == [(2, "control"), (0, "aloe"), (0, "filtered_bc"), (0, "recap"), (0, "habc")]
+
+
+def test_paired_time_to_success_compares_only_the_episodes_both_arms_succeed_on(tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from posttrain import from_record, paired_time
+
+    # [success, steps, episode seed]: the fast arm fails the hard episode 12, which the slow arm takes 150
+    # steps to solve; over its own successes the fast arm looks 42 steps faster, on the shared ones 10
+    fast = [[True, 40, 10], [True, 50, 11], [False, 160, 12]]
+    slow = [[True, 50, 10], [True, 60, 11], [True, 150, 12]]
+    rows = [{"fast": {"outcomes": fast}, "slow": {"outcomes": slow}}] * 2
+    assert paired_time(rows, "fast", "slow") == [-10.0, -10.0]
+    no_shared = [{"fast": {"outcomes": fast}, "slow": {"outcomes": [[False, 160, 10]]}}]
+    assert math.isnan(paired_time(no_shared, "fast", "slow")[0])  # never a number from one arm alone
+
+    metrics = {"success": 50.0, "time_to_success": 45.0, "per_1000_steps": 5.0}
+    control = {**metrics, "outcomes": slow}
+    record = {
+        "arms": {
+            "control": [control] * 2,
+            "filtered_bc": [control] * 2,
+            "m": [{**metrics, "outcomes": fast}] * 2,
+        }
+    }
+    (tmp_path / "r.json").write_text(json.dumps(record))
+    from_record(tmp_path / "r.json")
+    assert "m: time to success on the episodes both succeed: -10.0" in capsys.readouterr().out
