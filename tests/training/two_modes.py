@@ -13,11 +13,16 @@ prefer the fast mode. ``observation.state[0]`` is p; the images are featureless 
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 from toy_episodes import toy_frame
 
+from policies.flow_matching import debug_config
+from training.config import TrainConfig
+from training.data import DataConfig
+from training.loop import Trainer
 from vla.data import EpisodeSpec, EpisodeWriter
 
 SPEC = EpisodeSpec(cameras={"agentview": (32, 32), "wrist": (32, 32)}, state_dim=8, action_dim=8, fps=10)
@@ -81,13 +86,6 @@ def fast_fraction(
 
 def train_toy(root, out, algo: dict, *, steps: int, only_success: bool = False, init_from=None):
     """Train the debug policy (chunk 4) on a toy dataset through the one loop; the checkpoint folder."""
-    from dataclasses import asdict
-
-    from policies.flow_matching import debug_config
-    from training.config import TrainConfig
-    from training.data import DataConfig
-    from training.loop import Trainer
-
     cfg = TrainConfig(
         policy=asdict(debug_config(chunk_size=4)),
         algo=algo,
