@@ -10,8 +10,9 @@ Four error models, each scaled by a severity s in [0, 1] and varied per joint by
   position: the actuator target only moves once the command has crossed the band, so the joint lags the
   command by up to b / 2 against the direction of motion.
 - **compliance**: actuator stiffness kp *= 1 - 0.8 s min(f_j, 1) (damping kept): q_exec = q_cmd -
-  tau_load / k, the arm sags and lags more under load. (Until session 4 the factor was clipped at 1.25,
-  so at s = 1 some joints lost all stiffness and the arm could not follow any command.)
+  tau_load / k, the arm sags and lags more under load. The factor is clipped at 1, so at s = 1 every joint
+  keeps 0.2-0.6 of its stiffness (a factor up to 1.25 would leave some joints none, and the arm could not
+  follow any command).
 - **gravity**: gravity-compensation error, ``gravcomp = 1 - s * f_j`` on the arm links ((1 + delta) G(q)
   mismatch with delta = -s f_j): the arm sags below its commands.
 
