@@ -1,5 +1,5 @@
 """ros2 launch vla_ros deploy.launch.py checkpoint:=<folder> robot:=panda [params_file:=<yaml>]
-[use_sim:=false] [record:=<dataset folder>] [autostart:=true]
+[use_sim:=false] [record:=<dataset folder> instruction:=<text>] [autostart:=true]
 
 Starts ``vla_deploy`` (a lifecycle node) with the arm's ``config/<robot>.yaml`` plus an optional params
 file, configures and activates it (``autostart``); with ``use_sim:=true`` also the MuJoCo arm behind the
@@ -25,6 +25,8 @@ def _nodes(context):
         params.append(arg["params_file"])
     use_sim = arg["use_sim"].lower() in ("true", "1", "yes")
     deploy = {"checkpoint": arg["checkpoint"], "record_dir": arg["record"]}
+    if arg["instruction"]:  # else the params file's, if any
+        deploy["instruction"] = arg["instruction"]
     if use_sim:
         deploy.update({"reset_service": "/sim_robot/reset", "success_topic": "/sim_robot/success"})
     node = LifecycleNode(
@@ -74,6 +76,7 @@ ARGUMENTS = {
     "params_file": ("", "a parameters YAML applied after config/<robot>.yaml (e.g. deploy_overrides)"),
     "use_sim": ("false", "also start sim_robot, the MuJoCo arm behind the same topics"),
     "record": ("", "LeRobotDataset folder for intervention collection ('' : no recording)"),
+    "instruction": ("", "the task's language instruction (needed with record; '' : the params file's)"),
     "autostart": ("true", "configure and activate the node at launch"),
     "task": ("reach", "sim task (use_sim)"),
     "image_size": ("96,96", "sim camera size H,W (use_sim)"),

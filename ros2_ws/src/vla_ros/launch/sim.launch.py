@@ -1,4 +1,5 @@
-"""ros2 launch vla_ros sim.launch.py checkpoint:=<folder> [task:=reach] [image_size:=96,96] [record:=<dir>]
+"""ros2 launch vla_ros sim.launch.py checkpoint:=<folder> [task:=reach] [image_size:=96,96]
+[record:=<dir> instruction:=<text>]
 
 The deploy node with the MuJoCo arm behind ROS topics (``sim_robot``): the whole ROS loop without
 hardware. Same arguments as ``deploy.launch.py`` with ``use_sim:=true``.
@@ -10,7 +11,7 @@ from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 from launch_ros.substitutions import FindPackageShare
 
-PASSED = ("checkpoint", "robot", "params_file", "record", "autostart", "task", "image_size")
+PASSED = ("checkpoint", "robot", "params_file", "record", "instruction", "autostart", "task", "image_size")
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -23,6 +24,7 @@ def generate_launch_description() -> LaunchDescription:
         "robot": "panda",
         "params_file": "",
         "record": "",
+        "instruction": "",
         "autostart": "true",
         "task": "reach",
         "image_size": "96,96",

@@ -99,7 +99,7 @@ def deployment(tmp_path, reach_checkpoint):
 
     def make(**deploy: object) -> Deployment:
         checkpoint = deploy.pop("checkpoint", reach_checkpoint)
-        d = Deployment(tmp_path, checkpoint, SCENE, **deploy)  # type: ignore[arg-type]
+        d = Deployment.start(tmp_path, checkpoint, SCENE, **deploy)  # type: ignore[arg-type]
         deployments.append(d)
         return d
 

@@ -1,8 +1,10 @@
-"""Test helpers: start the nodes as launch starts them (the installed console script with ``--ros-args
---params-file``), and a plain rclpy client that talks to them over real topics and services."""
+"""Test helpers: start the nodes as docs/deploy.md starts them (the installed console script with ``--ros-args
+--params-file config/<arm>.yaml -p name:=value``), and a plain rclpy client that talks to them over real
+topics and services."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -21,7 +23,10 @@ from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
 
 PACKAGE = Path(__file__).resolve().parents[1]
 CONFIG = PACKAGE / "config"
@@ -40,17 +45,28 @@ def executable(name: str) -> str:
     raise FileNotFoundError(f"{name}: not installed; colcon build the workspace and source install/setup.sh")
 
 
-class NodeProcess:
-    """A node in its own process; its output goes to ``log``."""
+def node_command(name: str, params_file: Path, **params: object) -> list[str]:
+    """The console script with ``--ros-args --params-file <params_file>`` and ``-p name:=value`` for each of
+    ``params`` (the value as YAML, as a shell user types it), leaving out those given as ``''``."""
+    cmd = [executable(name), "--ros-args", "--params-file", str(params_file)]
+    for key, value in params.items():
+        if value != "":
+            cmd += ["-p", f"{key}:={json.dumps(value)}"]  # JSON is YAML
+    return cmd
 
-    def __init__(self, name: str, params: list[str | Path], log: Path, extra: list[str] = ()) -> None:
-        cmd = [executable(name), "--ros-args"]
-        for p in params:
-            cmd += ["--params-file", str(p)]
-        cmd += list(extra)
+
+class NodeProcess:
+    """A node in its own process; its output goes to ``log``. ``cmd`` is an argument list, or a shell
+    command line (run as ``exec <cmd>`` by bash in ``cwd``, so the node itself gets the signals)."""
+
+    def __init__(self, cmd: list[str] | str, log: Path, cwd: Path | None = None) -> None:
+        if isinstance(cmd, str):
+            cmd = ["bash", "-c", f"exec {cmd}"]
         self.log_path = log
         self._log = open(log, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=os.environ.copy())
+        self.proc = subprocess.Popen(
+            cmd, stdout=self._log, stderr=subprocess.STDOUT, env=os.environ.copy(), cwd=cwd
+        )
 
     def log(self) -> str:
         if not self._log.closed:
@@ -66,22 +82,20 @@ class NodeProcess:
         self.proc.wait(10)
         self._log.close()
 
-    def stop(self) -> None:
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 15.0) -> float:
+        """Send ``sig``, wait for the process to end (killed after ``timeout``); returns the time it took."""
+        start = time.monotonic()
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+            self.proc.send_signal(sig)
             try:
-                self.proc.wait(15)
+                self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
-        self._log.close()
-
-
-def write_params(path: Path, node: str, params: dict[str, Any]) -> Path:
-    import yaml
-
-    path.write_text(yaml.safe_dump({node: {"ros__parameters": params}}))
-    return path
+        took = time.monotonic() - start
+        if not self._log.closed:
+            self._log.close()
+        return took
 
 
 class Client:
@@ -173,39 +187,44 @@ def python() -> str:
 
 PANDA = CONFIG / "panda.yaml"
 CONFIGURE, ACTIVATE = Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE
+ARM_TOPIC = "/joint_trajectory_controller/joint_trajectory"
+EXIT_TARGET_S = 1.0  # a signal ends vla_deploy (the arm held) within this, whatever the traffic
+EXIT_LIMIT_S = 3.0  # what the tests allow: the target plus slack for a loaded CI machine
 
 
 class Deployment:
-    """sim_robot + vla_deploy processes and a client, as ``sim.launch.py`` would start them."""
+    """sim_robot + vla_deploy processes and a client.
 
-    def __init__(
-        self, tmp: Path, checkpoint: Path | str, scene: int, sim: bool = True, **deploy: object
-    ) -> None:
-        sim_params = write_params(
-            tmp / "sim.yaml",
-            "sim_robot",
-            {"task": "reach", "seed": scene, "seed_stride": 0, "image_size": [32, 32]},
+    :meth:`start` starts them as docs/deploy.md does: ``--params-file config/panda.yaml`` and, as ``-p``,
+    only the documented parameters (vla_deploy: checkpoint, reset_service, success_topic; sim_robot: task,
+    image_size, plus the scene the test policy was trained in) and those a test passes."""
+
+    def __init__(self, tmp: Path, deploy: list[str] | str, sim: list[str] | str | None, cwd=None) -> None:
+        self.sim = NodeProcess(sim, tmp / "sim.log", cwd) if sim else None
+        self.node = NodeProcess(deploy, tmp / "deploy.log", cwd)
+        self.client = Client(watch=[self.node] + ([self.sim] if self.sim else []))
+        self.diagnostics = self.client.collect(DiagnosticArray, "/diagnostics")
+
+    @classmethod
+    def start(
+        cls, tmp: Path, checkpoint: Path | str, scene: int, sim: bool = True, **deploy: object
+    ) -> Deployment:
+        sim_cmd = node_command(
+            "sim_robot", PANDA, task="reach", seed=scene, seed_stride=0, image_size=[32, 32]
         )
         params = {
             "checkpoint": str(checkpoint),
-            "instruction": "reach the red ball",
-            "reset_service": "/sim_robot/reset",
-            "success_topic": "/sim_robot/success",
-            "max_steps": 60,
-            "deploy_overrides": ["executor.horizon=4"],
+            "reset_service": "/sim_robot/reset" if sim else "",
+            "success_topic": "/sim_robot/success" if sim else "",
             **deploy,
         }
-        dep = write_params(tmp / "deploy.yaml", "vla_deploy", params)
-        self.sim = NodeProcess("sim_robot", [PANDA, sim_params], tmp / "sim.log") if sim else None
-        self.node = NodeProcess("vla_deploy", [PANDA, dep], tmp / "deploy.log")
-        self.client = Client(watch=[self.node] + ([self.sim] if self.sim else []))
-        self.diagnostics = self.client.collect(DiagnosticArray, "/diagnostics")
+        return cls(tmp, node_command("vla_deploy", PANDA, **params), sim_cmd if sim else None)
 
     def up(self) -> None:
         assert self.client.transition("vla_deploy", CONFIGURE), self.node.log()[-3000:]
         assert self.client.transition("vla_deploy", ACTIVATE)
 
-    def start(self) -> str:
+    def start_episode(self) -> str:
         """Start an episode; returns its number as the node reports it."""
         res = self.client.call(Trigger, "/vla_deploy/start_episode")
         assert res.success, res.message
@@ -224,18 +243,22 @@ class Deployment:
 
         wait_for(running, timeout, f"episode {number} to run {steps} steps")
 
+    def wait_ended(self, number: str, timeout: float = 30.0) -> dict[str, str]:
+        """Wait until /diagnostics reports episode ``number`` over (``idle``: written, the arm holding; or
+        ``failed``, with ``last_error``); returns that status."""
+
+        def ended() -> dict[str, str] | None:
+            for _, m in list(self.diagnostics):
+                values = {kv.key: kv.value for kv in m.status[0].values}
+                if values.get("episode") == number and values.get("state") in ("idle", "failed"):
+                    return values
+            return None
+
+        return wait_for(ended, timeout, f"episode {number} to end")
+
     def episode(self, timeout: float = 30.0) -> dict[str, str]:
-        """Start an episode and wait until the node reports it over (written, the arm holding)."""
-        number = self.start()
-
-        def ended() -> bool:
-            return any(
-                diagnostics_value(m, "episode") == number and diagnostics_value(m, "state") == "idle"
-                for _, m in list(self.diagnostics)
-            )
-
-        wait_for(ended, timeout, f"episode {number} to end")
-        return self.last()
+        """Start an episode and wait until the node reports it over; returns that status."""
+        return self.wait_ended(self.start_episode(), timeout)
 
     def last(self) -> dict[str, str]:
         return {kv.key: kv.value for kv in self.diagnostics[-1][1].status[0].values}
@@ -245,3 +268,82 @@ class Deployment:
         self.node.stop()
         if self.sim is not None:
             self.sim.stop()
+
+
+def check_signal_holds_and_exits(d: Deployment, sig: int, commands: list, joints: list) -> None:
+    """The sim robot goes first (as with Ctrl-C on ``ros2 launch``; it must itself end within the limit), so
+    no message reaches vla_deploy any more; then ``sig`` to vla_deploy: it holds the arm where /joint_states
+    last reported it and exits, within :data:`EXIT_TARGET_S` by design (:data:`EXIT_LIMIT_S` allowed here).
+    ``commands`` / ``joints``: the client's collections of the arm commands and joint states; the node must
+    have measured the arm (an episode ran), else there is nothing to hold against."""
+    import numpy as np
+
+    assert d.sim is not None
+    took = d.sim.stop(sig, timeout=10.0)
+    print(f"sim_robot exited {took:.2f} s after signal {sig}")
+    assert took <= EXIT_LIMIT_S, f"sim_robot took {took:.2f} s to exit on signal {sig}"
+    reported = np.array([m.position[:7] for _, m in joints[-40:]])
+    n = len(commands)
+    time.sleep(0.3)  # nothing arrives at vla_deploy now
+    took = d.node.stop(sig, timeout=10.0)
+    print(f"vla_deploy exited {took:.2f} s after signal {sig} (target {EXIT_TARGET_S} s)")
+    log = d.node.log()
+    assert took <= EXIT_LIMIT_S, f"vla_deploy took {took:.2f} s to exit on signal {sig}:\n{log[-2000:]}"
+    assert d.node.proc.returncode == 0, log[-3000:]
+    wait_for(lambda: len(commands) > n, 2.0, "a hold command after the signal")
+    held = np.asarray(commands[-1][1].points[0].positions)
+    assert np.abs(reported - held).max(axis=1).min() < 1e-9, (held, reported[-1])
+
+
+ARM_CAMERA = "/cameras/agentview/image_raw"
+TOPICS = {
+    "/joint_states": (JointState, "sensor_msgs/msg/JointState", False),
+    "/cameras/agentview/image_raw": (Image, "sensor_msgs/msg/Image", True),
+    "/cameras/wrist/image_raw": (Image, "sensor_msgs/msg/Image", True),
+    ARM_TOPIC: (
+        JointTrajectory,
+        "trajectory_msgs/msg/JointTrajectory",
+        False,
+    ),
+    "/gripper_position_controller/commands": (Float64MultiArray, "std_msgs/msg/Float64MultiArray", False),
+    "/vla_deploy/policy_action": (Float64MultiArray, "std_msgs/msg/Float64MultiArray", False),
+    "/vla_deploy/is_intervention": (Bool, "std_msgs/msg/Bool", False),
+    "/sim_robot/success": (Bool, "std_msgs/msg/Bool", False),
+}
+
+
+class BagRecorder:
+    """Raw (serialized) subscriptions, kept with their receive times and written at ``close`` to rosbag2
+    bags, one per storage plugin (in the test's thread: sqlite3 handles stay in the thread that made them)."""
+
+    def __init__(self, client, bags: dict[str, Path]) -> None:
+        self.client, self.bags = client, bags
+        self.messages: list[tuple[str, int, bytes]] = []
+        self.lock = threading.Lock()
+        for topic, (cls, _, sensor) in TOPICS.items():
+            qos = client.sensor_qos if sensor else client.reliable_qos
+            client.node.create_subscription(
+                cls, topic, lambda raw, t=topic: self._keep(t, raw), qos, raw=True
+            )
+
+    def _keep(self, topic: str, raw: bytes) -> None:
+        with self.lock:
+            self.messages.append((topic, int(self.client.now() * 1e9), raw))
+
+    def topics(self) -> set[str]:
+        with self.lock:
+            return {topic for topic, _, _ in self.messages}
+
+    def close(self) -> None:
+        from rosbags.rosbag2 import StoragePlugin, Writer
+        from rosbags.typesys import Stores, get_typestore
+
+        store = get_typestore(Stores.ROS2_JAZZY)
+        plugins = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
+        with self.lock:
+            messages = list(self.messages)
+        for kind, path in self.bags.items():
+            with Writer(path, version=9, storage_plugin=plugins[kind]) as w:
+                conns = {t: w.add_connection(t, name, typestore=store) for t, (_, name, _) in TOPICS.items()}
+                for topic, t, raw in messages:
+                    w.write(conns[topic], t, raw)

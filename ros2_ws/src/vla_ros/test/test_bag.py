@@ -6,72 +6,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
-from ros_helpers import wait_for
-from rosbags.rosbag2 import StoragePlugin, Writer
-from rosbags.typesys import Stores, get_typestore
-from sensor_msgs.msg import Image, JointState
-from std_msgs.msg import Bool, Float64MultiArray
-from trajectory_msgs.msg import JointTrajectory
-
-ARM_CAMERA = "/cameras/agentview/image_raw"
-TOPICS = {
-    "/joint_states": (JointState, "sensor_msgs/msg/JointState", False),
-    "/cameras/agentview/image_raw": (Image, "sensor_msgs/msg/Image", True),
-    "/cameras/wrist/image_raw": (Image, "sensor_msgs/msg/Image", True),
-    "/joint_trajectory_controller/joint_trajectory": (
-        JointTrajectory,
-        "trajectory_msgs/msg/JointTrajectory",
-        False,
-    ),
-    "/gripper_position_controller/commands": (Float64MultiArray, "std_msgs/msg/Float64MultiArray", False),
-    "/vla_deploy/policy_action": (Float64MultiArray, "std_msgs/msg/Float64MultiArray", False),
-    "/vla_deploy/is_intervention": (Bool, "std_msgs/msg/Bool", False),
-    "/sim_robot/success": (Bool, "std_msgs/msg/Bool", False),
-}
-
-
-class BagRecorder:
-    """Raw (serialized) subscriptions, kept with their receive times and written at ``close`` to rosbag2
-    bags, one per storage plugin (in the test's thread: sqlite3 handles stay in the thread that made them)."""
-
-    def __init__(self, client, bags: dict[str, Path]) -> None:
-        self.client, self.bags = client, bags
-        self.messages: list[tuple[str, int, bytes]] = []
-        self.lock = threading.Lock()
-        for topic, (cls, _, sensor) in TOPICS.items():
-            qos = client.sensor_qos if sensor else client.reliable_qos
-            client.node.create_subscription(
-                cls, topic, lambda raw, t=topic: self._keep(t, raw), qos, raw=True
-            )
-
-    def _keep(self, topic: str, raw: bytes) -> None:
-        with self.lock:
-            self.messages.append((topic, int(self.client.now() * 1e9), raw))
-
-    def topics(self) -> set[str]:
-        with self.lock:
-            return {topic for topic, _, _ in self.messages}
-
-    def close(self) -> None:
-        store = get_typestore(Stores.ROS2_JAZZY)
-        plugins = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
-        with self.lock:
-            messages = list(self.messages)
-        for kind, path in self.bags.items():
-            with Writer(path, version=9, storage_plugin=plugins[kind]) as w:
-                conns = {t: w.add_connection(t, name, typestore=store) for t, (_, name, _) in TOPICS.items()}
-                for topic, t, raw in messages:
-                    w.write(conns[topic], t, raw)
+from ros_helpers import ARM_CAMERA, TOPICS, BagRecorder, wait_for
 
 
 def test_a_recorded_deployment_converts_to_a_valid_dataset(deployment, tmp_path):
     from vla.data.validate import validate_dataset
 
-    d = deployment(max_steps=30)
+    d = deployment(instruction="reach the red ball", max_steps=30)
     d.up()
     bags = {"mcap": tmp_path / "bag_mcap", "sqlite3": tmp_path / "bag_sqlite3"}
     recorder = BagRecorder(d.client, bags)  # recording from here on, as `ros2 bag record` would

@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from lifecycle_msgs.msg import Transition
-from ros_helpers import ACTIVATE, CONFIGURE, Client, wait_for
+from lifecycle_msgs.srv import ChangeState
+from rcl_interfaces.srv import SetParameters
+from rclpy.parameter import Parameter
+from ros_helpers import (
+    ACTIVATE,
+    ARM_TOPIC,
+    CONFIGURE,
+    EXIT_LIMIT_S,
+    Client,
+    check_signal_holds_and_exits,
+    wait_for,
+)
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
-ARM_TOPIC = "/joint_trajectory_controller/joint_trajectory"
+INSTRUCTION = "reach the red ball"  # what the test policy was trained with (the sim's reach task)
 DEACTIVATE, CLEANUP = Transition.TRANSITION_DEACTIVATE, Transition.TRANSITION_CLEANUP
 
 
@@ -24,7 +36,7 @@ def test_reach_episode_succeeds_between_processes(deployment, tmp_path):
     recorded, and a plain client observes joint states and the node's diagnostics."""
     from vla.data.validate import validate_dataset
 
-    d = deployment(record_dir=str(tmp_path / "rec"))
+    d = deployment(record_dir=str(tmp_path / "rec"), instruction=INSTRUCTION, max_steps=60)
     joints = d.client.collect(JointState, "/joint_states")
     commands = d.client.collect(JointTrajectory, ARM_TOPIC)
     d.up()
@@ -36,20 +48,70 @@ def test_reach_episode_succeeds_between_processes(deployment, tmp_path):
     assert report.num_episodes == 1 and report.num_frames >= 3
 
 
-def test_failed_configure_leaves_the_node_unconfigured(deployment, tmp_path):
-    d = deployment(checkpoint=str(tmp_path / "no_such_checkpoint"))
+def test_refused_configure_wrong_transitions_and_failed_episodes_leave_the_node_up(
+    deployment, tmp_path, reach_checkpoint
+):
+    """No robot at all (so nothing arrives but the client's requests). Recording without an instruction and a
+    bad checkpoint are refused at configure with one line each; a transition the state does not offer is
+    refused (success=false, one line) and the node stays in its state; an episode that fails (no inputs) is
+    reported on /diagnostics; SIGINT ends the node though nothing wakes its executor."""
+    rec = tmp_path / "rec"
+    d = deployment(
+        sim=False,
+        checkpoint=str(tmp_path / "no_such_checkpoint"),
+        record_dir=str(rec),
+        inputs_timeout_s=0.5,
+        diagnostics_hz=0.0,  # no timer either
+    )
     assert not d.client.transition("vla_deploy", CONFIGURE)
+    _wait_line(d, "configure failed", "record_dir=" + str(rec), "pass instruction:=")
+    assert not d.client.transition("vla_deploy", ACTIVATE)  # not offered when unconfigured
+    _wait_line(d, "transition 3 is not available in state unconfigured")
+    by_label = ChangeState.Request(transition=Transition(label="deactivate"))
+    assert not d.client.call(ChangeState, "/vla_deploy/change_state", by_label).success
     assert d.client.state("vla_deploy") == "unconfigured"
-    log = wait_for(lambda: "configure failed" in d.node.log() and d.node.log(), 10, "the error line")
-    line = next(x for x in log.splitlines() if "configure failed" in x)
-    assert "no_such_checkpoint" in line
+
+    _set(d, instruction=INSTRUCTION)
+    assert not d.client.transition("vla_deploy", CONFIGURE)
+    _wait_line(d, "configure failed", "no_such_checkpoint")
     services = [name for name, _ in d.client.node.get_service_names_and_types()]
     assert "/vla_deploy/change_state" in services
     assert "/vla_deploy/start_episode" not in services  # episode services exist only once configured
 
+    _set(d, checkpoint=str(reach_checkpoint))
+    d.up()
+    state = d.episode()  # no joint states or frames: the episode cannot start
+    assert state["state"] == "failed" and state["last_error"].startswith("not started: no fresh"), state
+    assert d.diagnostics[-1][1].status[0].message.startswith("failed: not started")
+    assert not d.client.transition("vla_deploy", CONFIGURE)  # not offered when active
+    assert d.client.state("vla_deploy") == "active"
+
+    took = d.node.stop(signal.SIGINT, timeout=10.0)
+    assert took <= EXIT_LIMIT_S and d.node.proc.returncode == 0, (took, d.node.log()[-2000:])
+
+
+def _wait_line(d, *parts: str) -> str:
+    """The node's log line that holds every one of ``parts``."""
+
+    def line() -> str | None:
+        return next((x for x in d.node.log().splitlines() if all(p in x for p in parts)), None)
+
+    return wait_for(line, 10, f"a log line with {parts}")
+
+
+def _set(d, **params: object) -> None:
+    """Set vla_deploy's parameters over its ~/set_parameters service (as ``ros2 param set`` does)."""
+    req = SetParameters.Request(
+        parameters=[Parameter(k, value=v).to_parameter_msg() for k, v in params.items()]
+    )
+    results = d.client.call(SetParameters, "/vla_deploy/set_parameters", req).results
+    assert all(r.successful for r in results), results
+
 
 def test_lifecycle_transitions_hold_the_arm(deployment):
-    d = deployment(max_steps=0)
+    """Deactivate holds the arm; cleanup and configure again; then SIGTERM mid-episode with the sim gone and
+    no timer (diagnostics off): nothing wakes the node's executor, yet it holds the arm and exits."""
+    d = deployment(max_steps=0, diagnostics_hz=0.0)
     commands = d.client.collect(JointTrajectory, ARM_TOPIC)
     joints = d.client.collect(JointState, "/joint_states")
     d.up()
@@ -77,10 +139,14 @@ def test_lifecycle_transitions_hold_the_arm(deployment):
     assert d.client.transition("vla_deploy", CONFIGURE)  # and again
     assert d.client.transition("vla_deploy", ACTIVATE)
     assert d.client.state("vla_deploy") == "active"
+    assert d.client.call(Trigger, "/vla_deploy/start_episode").success
+    n = len(commands)
+    wait_for(lambda: len(commands) > n + 5, 20, "policy commands")
+    check_signal_holds_and_exits(d, signal.SIGTERM, commands, joints)
 
 
 def test_intervention_is_recorded_and_drives_the_arm(deployment, tmp_path):
-    d = deployment(record_dir=str(tmp_path / "rec"), max_steps=0, success_topic="")
+    d = deployment(record_dir=str(tmp_path / "rec"), instruction=INSTRUCTION, max_steps=0, success_topic="")
     engage = d.client.publisher(Bool, "/vla_deploy/intervention")
     teleop = d.client.publisher(JointState, "/vla_deploy/teleop_command")
     joints = d.client.collect(JointState, "/joint_states")
@@ -129,14 +195,16 @@ def test_sigkill_loses_no_completed_episode(deployment, tmp_path, reach_checkpoi
     from vla.data.writer import EpisodeWriter, load_spec
 
     rec = tmp_path / "rec"
-    d = deployment(record_dir=str(rec), max_steps=300, success_topic="", diagnostics_hz=10.0)
+    d = deployment(
+        record_dir=str(rec), instruction=INSTRUCTION, max_steps=300, success_topic="", diagnostics_hz=10.0
+    )
     d.up()
     for _ in range(2):
-        number = d.start()
+        number = d.start_episode()
         d.wait_running(number, steps=3)
         res = d.client.call(Trigger, "/vla_deploy/stop_episode")
         assert res.success and "ended" in res.message, res.message
-    number = d.start()
+    number = d.start_episode()
     d.wait_running(number, steps=3)
     d.node.kill()  # SIGKILL mid-episode
     with EpisodeWriter(rec, load_spec(rec), resume=True) as w:  # what the node does at its next start
@@ -179,7 +247,7 @@ class FakeArm:
 def test_stale_input_holds_within_one_control_period(deployment, silent):
     """The arm's joint states (or a camera) stop: the node holds within one control period of the input
     going stale (its age passing the watchdog's 0.25 s), and reports why on /diagnostics."""
-    d = deployment(sim=False, reset_service="", success_topic="", max_steps=0)  # the test is the robot
+    d = deployment(sim=False, instruction=INSTRUCTION, max_steps=0)  # the test is the robot
     arm = FakeArm(d.client)
     commands = d.client.collect(JointTrajectory, ARM_TOPIC)
     d.up()
@@ -210,7 +278,7 @@ def _first_hold_time(commands, q) -> float:
 
 def test_commands_and_gripper_topics(deployment):
     """The gripper gets its own controller topic (forward position), in the profile's units."""
-    d = deployment()
+    d = deployment(max_steps=60)
     grip = d.client.collect(Float64MultiArray, "/gripper_position_controller/commands")
     d.up()
     d.episode()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rclpy.parameter import Parameter
 from ros_helpers import CONFIG, PACKAGE
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import Float64MultiArray
@@ -22,7 +23,18 @@ from vla_ros.conversions import (
     trajectory_command,
 )
 from vla_ros.deploy_node import deploy_config
-from vla_ros.params import ArmParams, DeployParams, SimParams, profile_params, profile_yaml
+from vla_ros.params import (
+    ARM_DESCRIPTIONS,
+    DEPLOY_DESCRIPTIONS,
+    SIM_DESCRIPTIONS,
+    ArmParams,
+    DeployParams,
+    SimParams,
+    declare,
+    profile_params,
+    profile_yaml,
+    read,
+)
 
 from hardware.ros_images import encode_compressed
 
@@ -88,6 +100,30 @@ def test_arm_params_refuse_names_that_do_not_fit_the_profile():
         ArmParams(**{**base, "joint_names": tuple(base["joint_names"][:6])}).check()
     with pytest.raises(ValueError, match="command_interface='effort'"):
         ArmParams(**{**base, "command_interface": "effort"}).check()
+
+
+def test_every_parameter_reads_its_default_when_omitted():
+    """Each node parameter, given no value, reads back its dataclass default. (An array declared by its type
+    alone, as ROS needs for an empty default, stays NOT_SET in rclpy and reading it raises "not
+    initialized".) Given a value, an empty-default array keeps its element type."""
+    from rclpy.node import Node
+
+    node = Node("vla_params_defaults")
+    try:
+        for cls, descriptions in (
+            (ArmParams, ARM_DESCRIPTIONS),
+            (DeployParams, DEPLOY_DESCRIPTIONS),
+            (SimParams, SIM_DESCRIPTIONS),
+        ):
+            declare(node, cls, descriptions)
+            assert read(node, cls) == cls()
+        assert not node.set_parameters([Parameter("deploy_overrides", value=[1])])[0].successful
+        assert node.set_parameters([Parameter("deploy_overrides", value=["executor.horizon=3"])])[
+            0
+        ].successful
+        assert read(node, DeployParams).deploy_overrides == ("executor.horizon=3",)
+    finally:
+        node.destroy_node()
 
 
 def test_deploy_overrides_are_typed_and_safety_defaults_to_hold():

@@ -8,11 +8,16 @@ that runs the simulator: policy, safety, upcycling, RTC and self-compensation li
 Lifecycle (``rclpy.lifecycle``):
 
 - ``configure``: load the checkpoint and the arm profile, build the deployment stack, create publishers,
-  subscriptions and services (a bad checkpoint: one error line, the node stays unconfigured);
+  subscriptions and services (a bad checkpoint, or ``record_dir`` without ``instruction``: one error line,
+  the node stays unconfigured);
 - ``activate``: episodes may run (``~/start_episode``; ``start_on_activate`` starts one), diagnostics on;
 - ``deactivate``: the running episode ends and the arm holds its measured position;
 - ``cleanup`` / ``shutdown``: release everything (the arm is held first); an error in any transition holds
-  the arm and returns the node to unconfigured.
+  the arm and returns the node to unconfigured; a transition the current state does not offer is refused
+  (success=false, one log line) and the node stays where it is.
+
+An episode that raises is reported on ``/diagnostics`` (state ``failed``, ``last_error``). SIGINT and SIGTERM
+end the episode, hold the arm and end the process within 1 s, whatever arrives (see :func:`main`).
 
 The control loop runs in its own thread, paced to the control rate by ``run_episode`` (coarse sleep, then
 a short spin to the deadline). Every callback (inputs, services, lifecycle, timers) runs in one
@@ -26,7 +31,9 @@ when no episode needs fresh inputs.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -36,6 +43,7 @@ from typing import Any
 import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from lifecycle_msgs.srv import ChangeState
 from rclpy.client import Client
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -71,7 +79,7 @@ class Diagnostics:
 
     def __init__(self, node: DeployNode) -> None:
         self.node = node
-        self.phase = "idle"  # idle, running, ending (written, the arm about to hold)
+        self.phase = "idle"  # idle, running, ending (written, the arm about to hold), failed
         self._episode = ""
         self._last: tuple[Any, float | None] | None = None  # (the last StepRecord, its period)
         self._ended: dict[str, str] = {}
@@ -94,8 +102,17 @@ class Diagnostics:
         self.phase = "ending"  # "idle" once the episode is written and the arm holds (DeployNode)
         self._ended = {"last_success": str(result.success).lower(), "last_steps": str(result.steps)}
 
-    def idle(self) -> None:
-        self.phase = "idle"
+    def idle(self, error: str = "") -> None:
+        """The episode is over and the arm holds: ``idle``, or ``failed`` with ``last_error`` when it raised
+        (until the next episode starts)."""
+        self.phase = "failed" if error else "idle"
+        if error:
+            last = self._last if self._episode == str(self.node.episodes) else None  # None: never started
+            steps = 0 if last is None else last[0].index + 1
+            self._episode = str(self.node.episodes)
+            self._ended = {"last_success": "false", "last_steps": str(steps), "last_error": error}
+        else:
+            self._ended["last_error"] = ""
 
     @property
     def state(self) -> dict[str, str]:
@@ -174,8 +191,27 @@ class DeployNode(LifecycleNode):
         self._active = False
         self._diag_timer: Any = None
         self._diag_pub: Any = None
+        self._rclpy_change_state = self._service_change_state.callback
+        self._service_change_state.callback = self._change_state
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
+    def _change_state(self, request: ChangeState.Request, response: ChangeState.Response) -> Any:
+        """``~/change_state``: a transition the current state does not offer (``activate`` when unconfigured,
+        as ``ros2 lifecycle set`` sends it) is refused with success=false and one log line; rclpy's own
+        handler raises ``RCLError`` out of the executor for it, which ends the node."""
+        t = request.transition
+        _, state = self._state_machine.current_state
+        offered = [(tid, label) for tid, label, *_ in self._state_machine.available_transitions]
+        if not any(label == t.label if t.label else tid == t.id for tid, label in offered):
+            names = ", ".join(label for _, label in offered)
+            self.get_logger().error(
+                f"change_state: transition {t.label or t.id} is not available in state {state} (available: "
+                f"{names}); staying {state}"
+            )
+            response.success = False
+            return response
+        return self._rclpy_change_state(request, response)
+
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         try:
             self._configure()
@@ -239,6 +275,8 @@ class DeployNode(LifecycleNode):
         arm.check()
         if not o.checkpoint:
             raise ValueError("parameter checkpoint is empty: pass checkpoint:=<folder>")
+        if o.record_dir and not o.instruction:  # every recorded frame needs its task; no checkpoint has one
+            raise ValueError(f"record_dir={o.record_dir} needs an instruction: pass instruction:=<the task>")
         torch.set_num_threads(max(1, o.torch_threads))
         check_checkpoint(o.checkpoint, imports=o.imports)
         profile = replace(arm.profile(), control_hz=arm.rate)
@@ -376,7 +414,7 @@ class DeployNode(LifecycleNode):
                     qos_profile_sensor_data,
                 )
             )
-        self._track(sub(String, "~/instruction", lambda m: robot.on_instruction(m.data), RELIABLE))
+        self._track(sub(String, "~/instruction", self._on_instruction, RELIABLE))
         self._track(sub(Bool, "~/intervention", lambda m: teleop.on_intervention(m.data), RELIABLE))
         self._track(sub(JointState, "~/teleop_command", teleop.on_command, RELIABLE))
         if self.opts.success_topic:
@@ -401,6 +439,14 @@ class DeployNode(LifecycleNode):
         return reset
 
     # ---- episodes ------------------------------------------------------------------------------------------
+    def _on_instruction(self, msg: String) -> None:
+        if self.robot is None:
+            return
+        if not msg.data and self.writer is not None:
+            self.get_logger().warning("~/instruction: an empty one is ignored while recording")
+            return
+        self.robot.on_instruction(msg.data)
+
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
@@ -431,6 +477,7 @@ class DeployNode(LifecycleNode):
         if self.recorder is not None:
             self.recorder.extra = {"robot": self.robot.profile.name, "checkpoint": self.opts.checkpoint}
             subscribers.append(self.recorder)
+        error = ""
         try:
             result = run_episode(
                 self.robot,
@@ -451,16 +498,18 @@ class DeployNode(LifecycleNode):
                 )
             )
         except InputsNotReady as exc:
-            self.get_logger().error(f"episode {self.episodes} not started: {exc}")
+            error = f"not started: {exc}"
+            self.get_logger().error(f"episode {self.episodes} {error}")
             self.last_result = None
-        except Exception as exc:
+        except Exception as exc:  # any failure is reported on /diagnostics (state failed, last_error)
+            error = f"{type(exc).__name__}: {exc}".splitlines()[0]
             self.get_logger().error(f"episode {self.episodes} failed: {exc}\n{traceback.format_exc()}")
             self.last_result = None
             if self.writer is not None:
                 self.writer.discard_episode()
         finally:
             self._hold()  # between episodes the arm holds where it is
-            self.diagnostics.idle()
+            self.diagnostics.idle(error)
             self.publish_diagnostics()
 
     def _end_episode(self, success: bool | None) -> str:
@@ -480,6 +529,14 @@ class DeployNode(LifecycleNode):
             except Exception as exc:
                 self.get_logger().error(f"hold failed: {exc}")
 
+    def wait_delivered(self, timeout_s: float) -> None:
+        """Wait, ``timeout_s`` at most, until every subscriber acknowledged what the node published."""
+        from rclpy.duration import Duration
+
+        deadline = time.monotonic() + timeout_s
+        for pub in [e for e in self._entities if isinstance(e, Publisher)]:
+            pub.wait_for_all_acked(Duration(seconds=max(0.0, deadline - time.monotonic())))
+
     def _service(self, response: Trigger.Response, action) -> Trigger.Response:
         try:
             response.message = action()
@@ -492,12 +549,13 @@ class DeployNode(LifecycleNode):
         if self._diag_pub is None:
             return
         s = dict(self.diagnostics.state)
-        fault = s.get("fault", "")
-        level = DiagnosticStatus.ERROR if fault else DiagnosticStatus.OK
+        fault, error = s.get("fault", ""), s.get("last_error", "") if s["state"] == "failed" else ""
+        level = DiagnosticStatus.ERROR if fault or error else DiagnosticStatus.OK
+        message = f"holding: {fault}" if fault else f"failed: {error}" if error else s["state"]
         status = DiagnosticStatus(
             level=level,
             name=f"{self.get_name()}: control loop",
-            message=f"holding: {fault}" if fault else s.get("state", "idle"),
+            message=message,
             hardware_id=self.arm.robot,
             values=[KeyValue(key=k, value=v) for k, v in s.items()],
         )
@@ -526,29 +584,37 @@ def deploy_config(overrides: tuple[str, ...] | list[str]):
         raise ValueError(f"deploy_overrides {list(overrides)}: {exc}".splitlines()[0]) from exc
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt  # the executor stops; main() holds the arm while the context is still valid
-
-
 def main(args: list[str] | None = None) -> None:
-    # our own SIGINT/SIGTERM handling: rclpy's would invalidate the context before the arm is held
+    # our own SIGINT/SIGTERM handling: rclpy's would invalidate the context before the arm is held. The
+    # handler only sets a flag (a callback in progress, e.g. configure loading the policy, completes); the
+    # executor waits at most 0.1 s at a time, so the flag is seen whatever the traffic (a plain spin() sits
+    # in its wait until a message or timer wakes it, and the handler runs only then)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: stop.set())
     node = DeployNode()
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
-        executor.spin()
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        while not stop.is_set() and rclpy.ok():
+            executor.spin_once(timeout_sec=0.1)
+    except rclpy.executors.ExternalShutdownException:
         pass
     finally:
+        node.get_logger().info("stopping: ending the episode, holding the arm")
         node._end_episode(None)
         node._hold()
+        node.wait_delivered(0.3)  # the hold reaches the controllers before the process ends
         node._release()
         node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()
+    # all is released and the logs flushed: skip the interpreter's teardown of torch (0.5-1 s on our test
+    # machine), so that the node is gone within 1 s of the signal
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -161,10 +161,14 @@ def declare(node: Any, cls: type, descriptions: dict[str, str]) -> None:
     for f in fields(cls):
         default = list(f.default) if isinstance(f.default, tuple) else f.default
         descriptor = ParameterDescriptor(description=descriptions[f.name])
-        if default == []:  # ROS cannot infer an array's type from []
-            node.declare_parameter(f.name, Parameter.Type(_array_kind(f.type)), descriptor)
-        else:
+        if default != []:
             node.declare_parameter(f.name, default, descriptor)
+            continue
+        # ROS cannot infer an array's type from [], and an array declared by its type alone stays NOT_SET
+        # (get_parameter raises "not initialized") until a value is given: then set it to an empty array
+        kind = Parameter.Type(_array_kind(f.type))
+        if node.declare_parameter(f.name, kind, descriptor).type_ == Parameter.Type.NOT_SET:
+            node.set_parameters([Parameter(f.name, kind, [])])
 
 
 def read[T](node: Any, cls: type[T]) -> T:
