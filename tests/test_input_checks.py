@@ -1,6 +1,7 @@
 """Inputs are checked at every entry: vla-train, vla-eval, vla-rollout and vla-replay refuse a corrupt dataset
-or checkpoint before any work (exit 2, one line on stderr naming the file and the episode or field, no output
-folder, input bytes unchanged), and a non-finite loss stops training with the last good checkpoint kept.
+(down to an impossible joint value or a video that does not decode) or checkpoint before any work (exit 2, one
+line on stderr naming the file and the episode or field, no output folder, input bytes unchanged), the
+validator prints one ``ERROR:`` line, and a non-finite loss stops training with the last good checkpoint kept.
 
 Each CLI start costs seconds (vla-rollout ~10 s: it imports lerobot), so the subprocess tests cover each CLI
 with the corruptions that matter to it; the full matrix of corruptions runs through the check functions the
@@ -16,6 +17,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -31,7 +33,7 @@ from training.critics import CRITICS
 from training.data import ChunkDataset, DataConfig
 from training.loop import Trainer, check_inputs
 from vla.checks import check_checkpoint, check_dataset, read_safetensors_header
-from vla.data import DatasetError
+from vla.data import DatasetError, EpisodeSpec, EpisodeWriter
 from vla.data.schema import SIDECAR_FILE
 from vla.errors import InputError, NonFiniteError
 
@@ -39,7 +41,7 @@ TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "training"))
 sys.path.insert(0, str(TESTS / "runtime"))
 from dummy_policy import HomePolicy  # noqa: E402
-from toy_episodes import write_toy_episodes  # noqa: E402
+from toy_episodes import SPEC, toy_frame, write_toy_episodes  # noqa: E402
 
 BIN = Path(sys.executable).parent
 DATA_FILE = "data/chunk-000/file-{:03d}.parquet"
@@ -86,6 +88,21 @@ def truncated_parquet(root: Path) -> tuple[Path, str]:
     return path, "unreadable data file"
 
 
+def impossible_action(root: Path) -> tuple[Path, str]:
+    path = root / DATA_FILE.format(1)
+    _rewrite_column(path, "action", 2, 1e6)  # one arm joint at 1e6 rad
+    return path, "episode 1: field 'action'[0] = 1e+06 at frame 2 is outside"
+
+
+def garbled_video(root: Path) -> tuple[Path, str]:
+    """A video file that exists but whose bytes past the header are garbage (a ``video_data`` copy)."""
+    path = root / "videos/observation.images.wrist/chunk-000/file-001.mp4"
+    data = bytearray(path.read_bytes())
+    data[64:] = np.random.default_rng(0).integers(0, 256, len(data) - 64, dtype=np.uint8).tobytes()
+    path.write_bytes(bytes(data))
+    return path, "episode 1: field 'observation.images.wrist': video file cannot be opened"
+
+
 def inf_reward(root: Path) -> tuple[Path, str]:
     path = root / DATA_FILE.format(0)
     _rewrite_column(path, "next.reward", 1, float("inf"))
@@ -118,7 +135,9 @@ def sidecar_torn(root: Path) -> tuple[Path, str]:
     return path, "torn trailing line"
 
 
-DATASET_CORRUPTIONS = {f.__name__: f for f in (nan_action, rows_removed, truncated_parquet)}
+DATASET_CORRUPTIONS = {
+    f.__name__: f for f in (nan_action, rows_removed, truncated_parquet, impossible_action)
+}
 MORE_DATASET_CORRUPTIONS = {
     f.__name__: f for f in (inf_reward, column_dropped, data_file_missing, info_missing, sidecar_torn)
 }
@@ -232,6 +251,21 @@ def good_data(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def video_data(tmp_path_factory) -> Path:
+    """Three toy-like episodes of 4 frames, the cameras as mp4 videos (one file per episode and camera)."""
+    root = tmp_path_factory.mktemp("video") / "toy"
+    rng = np.random.default_rng(0)
+    with EpisodeWriter(root, EpisodeSpec(**{**asdict(SPEC), "use_videos": True})) as w:
+        for _ in range(3):
+            for i in range(4):
+                img = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+                state, action = rng.normal(0, 0.5, (2, 8)).astype(np.float32)
+                w.add_frame(toy_frame(img, state, action, False, float(i == 3), i == 3, "toy task"))
+            w.end_episode(success=True, source="scripted")
+    return root
+
+
+@pytest.fixture(scope="module")
 def good_ckpt(tmp_path_factory) -> Path:
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("ckpt") / "fm"
@@ -254,6 +288,7 @@ def _assert_refused(res: subprocess.CompletedProcess, path: Path, detail: str, s
     lines = res.stderr.strip().splitlines()
     assert res.returncode == status, res.stdout + res.stderr
     assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr  # one line, no traceback
+    assert "Traceback" not in res.stdout + res.stderr
     assert str(path) in lines[0] and detail in lines[0], lines[0]
 
 
@@ -313,6 +348,38 @@ def test_vla_replay_refuses_a_bad_dataset(kind, good_data, tmp_path):
     res = _cli("vla-replay", f"dataset={root}", f"sheet={sheet}", "progress=false", cwd=tmp_path)
     _assert_refused(res, path, detail)
     assert not sheet.parent.exists() and tree_hash(root) == before
+
+
+@pytest.mark.parametrize("cli", ["vla-train", "vla-replay"])
+def test_vla_train_and_vla_replay_refuse_a_garbled_video(cli, video_data, tmp_path):
+    root, path, detail = _bad_copy(video_data, garbled_video, tmp_path)
+    before = tree_hash(root)
+    out = tmp_path / "out"
+    args = {
+        "vla-train": ["experiment=debug", f"data.roots=[{root}]", f"out={out}"],
+        "vla-replay": [f"dataset={root}", f"sheet={out / 'sheet.png'}", "progress=false"],
+    }[cli]
+    _assert_refused(_cli(cli, *args, cwd=tmp_path), path, detail)
+    assert not out.exists() and tree_hash(root) == before
+
+
+@pytest.mark.parametrize("kind", ["impossible_action", "garbled_video"])
+def test_the_validator_refuses_an_impossible_action_and_a_garbled_video(
+    kind, good_data, video_data, tmp_path
+):
+    corrupt = {"impossible_action": impossible_action, "garbled_video": garbled_video}[kind]
+    root, path, detail = _bad_copy(video_data if kind == "garbled_video" else good_data, corrupt, tmp_path)
+    res = subprocess.run(
+        [sys.executable, "-m", "vla.data.validate", str(root)], capture_output=True, text=True, timeout=300
+    )
+    lines = res.stdout.strip().splitlines()
+    assert res.returncode == 1 and len(lines) == 1 and lines[0].startswith("ERROR: "), res.stdout + res.stderr
+    assert str(path) in lines[0] and detail in lines[0], lines[0]
+    assert "Traceback" not in res.stderr, res.stderr
+
+
+def test_check_dataset_accepts_a_video_dataset(video_data):
+    assert check_dataset(video_data).num_frames == 12
 
 
 def test_vla_train_stops_on_a_non_finite_loss_and_keeps_the_last_checkpoint(good_data, tmp_path):

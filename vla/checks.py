@@ -5,9 +5,12 @@ Both read and never write. A failure raises :class:`~vla.errors.InputError` (for
 do; ``vla.errors.exit_on_refusal`` turns that into ``error: ...`` and exit status 2 in the CLIs.
 
 - :func:`check_dataset`: info.json, the stored spec, lerobot's episode table, the sidecar, every data file's
-  declared columns, rows per episode, finite state/action/policy_action/reward, the files rows point at.
-  Reads only the metadata and the few numeric columns (no images): about a second for 200 episodes. The
-  full validator (image shapes, every column's shape) stays a command: ``python -m vla.data.validate``.
+  declared columns, rows per episode, finite state/action/policy_action/reward, state and action within the
+  robot profile's joint ranges or the outlier rule (:mod:`vla.data.ranges`), the files rows point at, and
+  each episode's first and last frame of every camera video decoding (:mod:`vla.data.videos`). Reads the
+  metadata and the few numeric columns (no images): about a second for 200 episodes, plus ~5 ms per video
+  file. The full validator (image shapes, every column's shape) stays a command:
+  ``python -m vla.data.validate``.
 - :func:`check_checkpoint`: ``config.yaml`` names a registered policy and only that policy's fields;
   ``model.safetensors`` (and ``stats.safetensors``) are real safetensors files, read header-first (no
   pickle, ever); the tensors' names and shapes fit the model the config builds (the policy's own ``load``,
@@ -27,12 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
 from vla.data.errors import DatasetError
 from vla.data.layout import chunk_file_of, data_files, fixed_list_to_numpy
+from vla.data.ranges import CHECKED_KEYS, ValueCheck
 from vla.data.sidecar import read_sidecar_raw
 from vla.data.validate import (
     FINITE_KEYS,
@@ -49,6 +54,7 @@ from vla.data.validate import (
     _load_info,
     _load_spec,
 )
+from vla.data.videos import check_videos
 from vla.errors import InputError
 
 __all__ = ["CheckpointSummary", "check_checkpoint", "check_dataset", "read_safetensors_header"]
@@ -61,7 +67,7 @@ STATS_FILE = "stats.safetensors"
 
 
 # ---- datasets --------------------------------------------------------------------------------------------
-def check_dataset(root: str | Path, *, resuming: bool = False) -> ValidationReport:
+def check_dataset(root: str | Path, *, resuming: bool = False, profiles: Any = None) -> ValidationReport:
     """The cheap checks of a LeRobotDataset v3 folder written by :class:`vla.data.writer.EpisodeWriter`.
 
     Args:
@@ -69,6 +75,9 @@ def check_dataset(root: str | Path, *, resuming: bool = False) -> ValidationRepo
         resuming: The dataset is about to be appended to by a writer, which first repairs what an
             interrupted run left (a torn sidecar line, files of an uncommitted episode, totals counting
             it): check only the committed episodes.
+        profiles: Robot profiles for info.json's ``robot_type``: a registry, or the name of a module holding
+            one as ``PROFILES`` (e.g. ``"hardware.profiles"``); None: those of the process
+            (:func:`vla.data.ranges.use_profiles`), if any, else the outlier rule only.
 
     Returns:
         A :class:`~vla.data.validate.ValidationReport` (episodes, frames, features).
@@ -84,14 +93,14 @@ def check_dataset(root: str | Path, *, resuming: bool = False) -> ValidationRepo
         f"(full report: python -m vla.data.validate {root})"
     )
     try:
-        return _check_dataset(root, resuming)
+        return _check_dataset(root, resuming, profiles)
     except DatasetError as exc:
         raise DatasetError(f"{exc}; {fix}") from exc
     except (OSError, ValueError, TypeError, KeyError, IndexError, pa.ArrowException) as exc:  # unforeseen
         raise DatasetError(f"{root}: unexpected content ({type(exc).__name__}: {exc}); {fix}") from exc
 
 
-def _check_dataset(root: Path, resuming: bool) -> ValidationReport:
+def _check_dataset(root: Path, resuming: bool, profiles: Any) -> ValidationReport:
     info_path = root / INFO_FILE
     try:
         info, features = _load_info(info_path)
@@ -112,9 +121,10 @@ def _check_dataset(root: Path, resuming: bool) -> ValidationReport:
     referenced = {(int(r["data/chunk_index"]), int(r["data/file_index"])) for r in rows}
     seen: set[int] = set()
     num_frames = 0
+    values = ValueCheck(features, info.get("robot_type"), profiles)
     for path in data_files(root):
         if chunk_file_of(path) in referenced:
-            num_frames += _check_data_columns(path, features, int(info["fps"]), rows_by_ep, seen)
+            num_frames += _check_data_columns(path, features, int(info["fps"]), rows_by_ep, seen, values)
         elif not resuming:
             raise DatasetError(f"{path}: data file not referenced by any episode")
     _check_every_episode_has_frames(root, info, rows_by_ep, seen)
@@ -125,7 +135,9 @@ def _check_dataset(root: Path, resuming: bool) -> ValidationReport:
     tasks = root / "meta/tasks.parquet"
     if tasks.exists() and not resuming:  # (an interrupted writer may have torn it; it is rebuilt)
         _parquet_file(tasks, "task table").close()
-    return ValidationReport(root, len(rows), num_frames, sorted(features))
+    values.check()
+    check_videos(root, info, features, rows_by_ep)
+    return ValidationReport(root, len(rows), num_frames, sorted(features), values.notes)
 
 
 def _parquet_file(path: Path, what: str) -> pq.ParquetFile:
@@ -136,9 +148,15 @@ def _parquet_file(path: Path, what: str) -> pq.ParquetFile:
 
 
 def _check_data_columns(
-    path: Path, features: dict[str, Any], fps: int, rows_by_ep: dict[int, dict[str, Any]], seen: set[int]
+    path: Path,
+    features: dict[str, Any],
+    fps: int,
+    rows_by_ep: dict[int, dict[str, Any]],
+    seen: set[int],
+    values: ValueCheck,
 ) -> int:
-    """One data file: its footer (schema), then only the index and the finite-checked columns."""
+    """One data file: its footer (schema), then only the index and the finite-checked columns (state and
+    action of the episodes in ``rows_by_ep`` go to ``values``)."""
     pf = _parquet_file(path, "data file")
     try:
         _check_columns(path, pf.schema_arrow.names, features)
@@ -151,15 +169,18 @@ def _check_data_columns(
         pf.close()
     ep_col = table.column("episode_index").to_numpy()
     frame_idx = table.column("frame_index").to_numpy()
+    committed = np.isin(ep_col, list(rows_by_ep))
     for key in finite:
         width = math.prod(features[key].get("shape", [1]))
-        values = fixed_list_to_numpy(table.column(key), width)
-        if values.ndim != 2 or values.shape[1] != width or values.dtype.kind not in "biuf":
+        column = fixed_list_to_numpy(table.column(key), width)
+        if column.ndim != 2 or column.shape[1] != width or column.dtype.kind not in "biuf":
             raise DatasetError(
                 f"{path}: field '{key}' is not a numeric column of width {width} (info.json declares "
                 f"{features[key].get('shape')})"
             )
-        _check_finite(path, key, values, ep_col, frame_idx)
+        _check_finite(path, key, column, ep_col, frame_idx)
+        if key in CHECKED_KEYS:
+            values.add(path, key, column[committed], ep_col[committed], frame_idx[committed])
     timestamps = table.column("timestamp").to_numpy()
     _check_frames(path, ep_col, frame_idx, timestamps, fps, rows_by_ep, seen)
     return len(table)

@@ -8,6 +8,7 @@ import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from hardware.profiles import PROFILES
 from sim.replay import ReplayConfig, replay
 from vla.checks import check_dataset
 from vla.errors import InputError, exit_on_refusal
@@ -20,7 +21,8 @@ ConfigStore.instance().store(name="replay_schema", node=ReplayConfig)
 def _run(cfg: DictConfig) -> None:
     c: ReplayConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     with exit_on_refusal():  # a refused input: one line on stderr, status 2, nothing written
-        check_dataset(c.dataset)
+        # (with the robot profiles: state and action within the named robot's joint ranges)
+        check_dataset(c.dataset, profiles=PROFILES)
         if c.critic and not Path(c.critic).is_dir():
             raise InputError(f"{c.critic}: critic folder not found; pass critic=<post-training out>/critic")
         if c.critic:  # offline, through the critic (the module is named in config, like env runners)

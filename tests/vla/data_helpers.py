@@ -51,3 +51,45 @@ def write_episodes(
             assert w.end_episode(success=e % 2 == 0, source="scripted", extra={"seed": e}) == e
             written.append(frames)
     return written
+
+
+VIDEO_SIZE = (32, 32)  # lerobot's AV1 encoder (SVT-AV1) dies with SIGFPE on 16 x 16 frames
+
+
+def write_video_episodes(root: Path, n: int = 2, length: int = 3) -> Path:
+    """``n`` episodes of ``length`` frames with the cameras stored as mp4 videos (one file per episode and
+    camera), the rest as :func:`make_frame`."""
+    spec = EpisodeSpec(
+        **{**SPEC_KW, "cameras": dict.fromkeys(SPEC_KW["cameras"], VIDEO_SIZE)}, use_videos=True
+    )
+    with EpisodeWriter(root, spec) as w:
+        for e in range(n):
+            for i in range(length):
+                frame = make_frame(e, i, length)
+                for key in spec.image_keys:
+                    frame[key] = np.random.default_rng([e, i]).integers(
+                        0, 256, (*VIDEO_SIZE, 3), dtype=np.uint8
+                    )
+                w.add_frame(frame)
+            w.end_episode(success=True, source="scripted")
+    return root
+
+
+def garble_past_header(path: Path, keep: int = 64) -> Path:
+    """Overwrites every byte of ``path`` after the first ``keep`` with seeded random bytes (same size)."""
+    data = bytearray(path.read_bytes())
+    data[keep:] = np.random.default_rng(0).integers(0, 256, len(data) - keep, dtype=np.uint8).tobytes()
+    path.write_bytes(bytes(data))
+    return path
+
+
+def set_value(path: Path, key: str, frame: int, dim: int, value: float) -> None:
+    """Rewrites one value of a vector column of a data parquet file (row ``frame`` of the file)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    rows = table.column(key).to_pylist()
+    rows[frame][dim] = value
+    col = pa.array(rows, type=table.schema.field(key).type)
+    pq.write_table(table.set_column(table.schema.get_field_index(key), key, col), path)

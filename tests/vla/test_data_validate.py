@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -12,8 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from data_helpers import garble_past_header, set_value, write_video_episodes
 
-from vla.data import DatasetError, validate_dataset
+from vla.data import DatasetError, load_episode, validate_dataset
 from vla.data.schema import SIDECAR_FILE
 
 
@@ -102,3 +104,58 @@ def test_rejects_frame_index_inconsistency(ds: Path) -> None:
     pq.write_table(table, path)
     with pytest.raises(DatasetError, match=r"episode 0: field 'frame_index'"):
         validate_dataset(ds)
+
+
+# ---- values: an impossible action (the outlier rule; the profile rule is in test_data_ranges.py) ----------
+def test_rejects_an_impossible_action_naming_file_episode_frame_and_field(ds: Path) -> None:
+    set_value(ds / "data/chunk-000/file-001.parquet", "action", 3, 1, 1e6)  # episode 1, frame 3
+    with pytest.raises(
+        DatasetError,
+        match=r"file-001\.parquet: episode 1: field 'action'\[1\] = 1e\+06 at frame 3 is outside the dataset "
+        r"median .* \(outlier rule",
+    ):
+        validate_dataset(ds)
+
+
+# ---- videos: each episode's first and last frame decode -------------------------------------------------
+@pytest.fixture(scope="module")
+def video_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_video_episodes(tmp_path_factory.mktemp("video") / "ds", n=2, length=3)
+
+
+@pytest.fixture
+def vds(video_dataset: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "vds"
+    shutil.copytree(video_dataset, root)
+    return root
+
+
+WRIST_EP1 = "videos/observation.images.wrist/chunk-000/file-001.mp4"
+
+
+def test_accepts_a_video_dataset_and_reads_its_frames(video_dataset: Path) -> None:
+    report = validate_dataset(video_dataset)
+    assert (report.num_episodes, report.num_frames, report.warnings) == (2, 6, [])
+    frames = load_episode(video_dataset, 1, keys=["observation.images.wrist"])["observation.images.wrist"]
+    assert frames.shape == (3, 32, 32, 3) and frames.dtype == np.uint8
+
+
+def test_rejects_a_video_garbled_past_its_header(vds: Path) -> None:
+    path = garble_past_header(vds / WRIST_EP1)
+    where = rf"{re.escape(str(path))}: episode 1: field 'observation\.images\.wrist'"
+    with pytest.raises(DatasetError, match=where + r": video file cannot be opened \(Could not open"):
+        validate_dataset(vds)
+    with pytest.raises(DatasetError, match=where + r": video cannot be decoded"):  # the reader says it too
+        load_episode(vds, 1)
+
+
+def test_rejects_a_video_whose_frames_do_not_decode(vds: Path) -> None:
+    path = vds / WRIST_EP1
+    data = path.read_bytes()
+    box = data.index(b"mdat") - 4  # the mp4 box of the coded frames: 4-byte size, "mdat", payload
+    start, end = box + 8, box + int.from_bytes(data[box : box + 4], "big")  # the index (moov) stays intact
+    garbled = np.random.default_rng(0).integers(0, 256, end - start, dtype=np.uint8).tobytes()
+    path.write_bytes(data[:start] + garbled + data[end:])
+    where = rf"{re.escape(str(path))}: episode 1: field 'observation\.images\.wrist'"
+    with pytest.raises(DatasetError, match=where + r": frame 0 cannot be decoded"):
+        validate_dataset(vds)

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow.parquet as pq
 from PIL import Image
 
+from vla.data.errors import DatasetError
 from vla.data.layout import data_file_path, fixed_list_to_numpy, read_episode_rows
 from vla.data.schema import TASK, EpisodeMeta
 from vla.data.sidecar import read_sidecar
@@ -178,5 +179,14 @@ def _decode_video(
             .to_numpy()
         )
     query = [start + float(t) for t in timestamps]
-    frames = decode_video_frames(path, query, tolerance_s=1e-4, return_uint8=True)  # [T, C, H, W]
+    try:
+        frames = decode_video_frames(path, query, tolerance_s=1e-4, return_uint8=True)  # [T, C, H, W]
+    except Exception as exc:  # the decoders raise RuntimeError, IndexError, av errors, FrameTimestampError
+        # (the checks decode each episode's first and last frame; damage in between surfaces here)
+        from vla.video import decode_error_line
+
+        raise DatasetError(
+            f"{path}: episode {int(row['episode_index'])}: field '{key}': video cannot be decoded "
+            f"({decode_error_line(exc, path)}); re-encode the video or re-record the episode (or drop it)"
+        ) from exc
     return frames.permute(0, 2, 3, 1).numpy()

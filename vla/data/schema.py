@@ -60,7 +60,9 @@ class EpisodeSpec:
         action_dim: Size A of ``action`` and ``complementary_info.policy_action``.
         fps: Control rate in frames per second.
         use_videos: Store cameras as mp4 videos (True) or PNG images embedded in parquet (False).
-        robot_type: Free-form robot name stored in lerobot's info.json.
+        robot_type: The robot, stored as lerobot's info.json ``robot_type``. A name registered in
+            ``hardware/profiles`` (``panda``, ...) makes the checks hold state and action to that profile's
+            joint ranges (:mod:`vla.data.ranges`); None (the default) names no robot: the outlier rule only.
         state_names: Optional names of the S state dimensions.
         action_names: Optional names of the A action dimensions.
     """
@@ -70,7 +72,7 @@ class EpisodeSpec:
     action_dim: int
     fps: int
     use_videos: bool = False
-    robot_type: str = "panda"
+    robot_type: str | None = None
     state_names: list[str] | None = None
     action_names: list[str] | None = None
 

@@ -1,6 +1,7 @@
 """Dataset validation: every check that training and replay rely on, with precise messages.
 
-Usage: ``python -m vla.data.validate <dataset_dir>`` prints ``OK ...`` or the error and exits 1.
+Usage: ``python -m vla.data.validate <dataset_dir>`` prints ``OK ...`` or the error and exits 1. The command
+holds state and action to the robot profiles of ``hardware.profiles`` (:mod:`vla.data.ranges`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from vla.data.layout import (
     episode_meta_files,
     fixed_list_to_numpy,
 )
+from vla.data.ranges import CHECKED_KEYS, PROFILES_MODULE, ValueCheck
 from vla.data.schema import (
     ACTION,
     DONE,
@@ -39,6 +41,7 @@ from vla.data.schema import (
     EpisodeSpec,
 )
 from vla.data.sidecar import read_sidecar_raw
+from vla.data.videos import check_videos, video_path
 
 FINITE_KEYS = (STATE, ACTION, POLICY_ACTION, REWARD)
 REQUIRED_KEYS = (STATE, ACTION, POLICY_ACTION, IS_INTERVENTION, REWARD, DONE)
@@ -280,17 +283,18 @@ def _check_referenced_files(
         if ft.get("dtype") != "video":
             continue
         for ep, r in rows_by_ep.items():
-            vpath = root / info["video_path"].format(
-                video_key=key,
-                chunk_index=int(r[f"videos/{key}/chunk_index"]),
-                file_index=int(r[f"videos/{key}/file_index"]),
-            )
+            vpath = video_path(root, info, key, r)
             if not vpath.exists():
                 raise DatasetError(f"{vpath}: episode {ep}: field '{key}': video file missing")
 
 
 def _check_data_file(
-    path: Path, features: dict[str, Any], fps: int, rows_by_ep: dict[int, dict[str, Any]], seen: set[int]
+    path: Path,
+    features: dict[str, Any],
+    fps: int,
+    rows_by_ep: dict[int, dict[str, Any]],
+    seen: set[int],
+    values: ValueCheck,
 ) -> int:
     try:
         table = pq.read_table(path)
@@ -304,14 +308,16 @@ def _check_data_file(
             continue
         shape = tuple(ft["shape"])
         width = int(np.prod(shape))
-        values = fixed_list_to_numpy(table.column(key), width)
-        if values.shape[1:] != (width,):
+        column = fixed_list_to_numpy(table.column(key), width)
+        if column.shape[1:] != (width,):
             bad = int(ep_col[0]) if len(ep_col) else -1
             raise DatasetError(
-                f"{path}: episode {bad}: field '{key}' has actual shape {values.shape[1:]}, declared {shape}"
+                f"{path}: episode {bad}: field '{key}' has actual shape {column.shape[1:]}, declared {shape}"
             )
         if key in FINITE_KEYS:
-            _check_finite(path, key, values, ep_col, frame_idx)
+            _check_finite(path, key, column, ep_col, frame_idx)
+        if key in CHECKED_KEYS:
+            values.add(path, key, column, ep_col, frame_idx)
     for key, ft in features.items():
         if ft["dtype"] == "image" and len(table):
             first = table.column(key)[0].as_py()
@@ -326,7 +332,9 @@ def _check_data_file(
     return len(table)
 
 
-def validate_dataset(root: str | Path, spec: EpisodeSpec | None = None) -> ValidationReport:
+def validate_dataset(
+    root: str | Path, spec: EpisodeSpec | None = None, *, profiles: Any = None
+) -> ValidationReport:
     """Checks a dataset written by :class:`vla.data.writer.EpisodeWriter`.
 
     Checks: info.json declares every feature of the spec (the stored ``meta/vla_spec.json`` if ``spec``
@@ -334,11 +342,17 @@ def validate_dataset(root: str | Path, spec: EpisodeSpec | None = None) -> Valid
     info.json, the data files and the sidecar; every sidecar record has a valid ``source`` and a bool
     ``success``; actual column shapes match; state/action/policy_action/reward are finite; every episode
     has exactly its metadata length of rows; frame_index/timestamp are consistent; referenced data and
-    video files exist. The cheap subset runs at every load: :func:`vla.checks.check_dataset`.
+    video files exist; state and action lie within the robot profile's joint ranges, or pass the outlier
+    rule (:mod:`vla.data.ranges`); each episode's first and last frame of every camera video decodes
+    (:mod:`vla.data.videos`). All but the image and column shape checks also run at every load:
+    :func:`vla.checks.check_dataset`.
 
     Args:
         root: Dataset root.
         spec: Expected schema; defaults to the one stored with the dataset (if any).
+        profiles: Robot profiles for info.json's ``robot_type``: a registry, or the name of a module holding
+            one as ``PROFILES`` (e.g. ``"hardware.profiles"``); None: those of the process
+            (:func:`vla.data.ranges.use_profiles`), if any, else the outlier rule only.
 
     Returns:
         A :class:`ValidationReport`.
@@ -359,17 +373,20 @@ def validate_dataset(root: str | Path, spec: EpisodeSpec | None = None) -> Valid
     referenced = {(int(r["data/chunk_index"]), int(r["data/file_index"])) for r in rows}
     num_frames = 0
     seen: set[int] = set()
+    values = ValueCheck(features, info.get("robot_type"), profiles)
     for path in data_files(root):
         if chunk_file_of(path) not in referenced:
             raise DatasetError(f"{path}: data file not referenced by any episode")
-        num_frames += _check_data_file(path, features, int(info["fps"]), rows_by_ep, seen)
+        num_frames += _check_data_file(path, features, int(info["fps"]), rows_by_ep, seen, values)
     _check_referenced_files(root, info, features, rows_by_ep)
     _check_every_episode_has_frames(root, info, rows_by_ep, seen)
     if num_frames != int(info.get("total_frames", -1)):
         raise DatasetError(
             f"{info_path}: total_frames={info.get('total_frames')} but data holds {num_frames}"
         )
-    warnings = []
+    values.check()
+    check_videos(root, info, features, rows_by_ep)
+    warnings = list(values.notes)
     if any(p.is_file() for p in (root / "images").rglob("*")):
         warnings.append("images/ staging directory present (an unfinished episode; resume repairs it)")
     return ValidationReport(root, len(rows), num_frames, sorted(features), warnings)
@@ -382,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m vla.data.validate <dataset_dir>", file=sys.stderr)
         return 2
     try:
-        report = validate_dataset(args[0])
+        report = validate_dataset(args[0], profiles=PROFILES_MODULE)  # vla does not import hardware: by name
     except DatasetError as e:
         print(f"ERROR: {e}")
         return 1
