@@ -5,6 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SYSSTAMP := .sysdeps.ok
 EXTRAS ?= dev,ros
+# pytest workers: the tests run torch on one thread each, so one worker per core (2 on the CI machine);
+# loadscope keeps a module on one worker, so its trained module fixtures are built once
+TEST_WORKERS ?= 2
 
 .PHONY: demo test test-all lint setup sysdeps clean
 
@@ -23,11 +26,11 @@ demo: $(STAMP)
 	$(VENV)/bin/python scripts/demo.py
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope
 	bash scripts/ros_test.sh $(VENV)
 
 test-all: $(STAMP)
-	$(VENV)/bin/python -m pytest -q -m "slow or not slow"
+	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope -m "slow or not slow"
 	bash scripts/ros_test.sh $(VENV)
 
 lint: $(STAMP)
