@@ -6,6 +6,10 @@ worker picks it up, so results do not depend on ``workers``. Each worker holds o
 :class:`~sim.deploy.SimDeployment` and plays its episodes through :func:`vla.runtime.loop.run_episode`,
 the control loop that also runs on hardware; this module only adds what evaluation needs (records,
 statistics, the report, videos and the pooled self-compensation model).
+
+The deployment values left unset (``deploy.executor.horizon``, ``cond``, ``guidance``, ``num_steps``) take
+the checkpoint's defaults (:mod:`vla.runtime.defaults`), resolved once in the parent: the report's
+``summary.deploy`` and a printed ``deploy: ...`` line say what ran and where each value came from.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from sim.deploy import SimDeployConfig, SimDeployment, match_policy_images
 from sim.workers import run_episodes
 from vla import checks
 from vla.runtime.compensation import SelfCompensator
+from vla.runtime.defaults import DeploySettings, resolve
 from vla.runtime.subscribers import TrajectoryMetrics, VideoRecorder
 
 REPORT_FILE = "eval.json"
@@ -113,6 +118,7 @@ class EvalResult:
     wall_s: float
     policy_type: str
     workers: int  # processes used (0: in-process)
+    settings: DeploySettings | None = None  # the deployment values and where each came from
 
     @property
     def holds(self) -> int:
@@ -164,6 +170,7 @@ class EvalResult:
             "mean_length": self.mean_length,
             "policy_calls_per_episode": self.calls_per_episode,
             "mean_jerk": float(np.mean([e.jerk for e in self.episodes])),
+            "deploy": None if self.settings is None else self.settings.to_json(),
             "safety": self.config.deploy.safety.mode,
             "safety_holds": self.holds,
             "faults": sorted({e.fault for e in self.episodes if e.fault}),
@@ -204,6 +211,23 @@ def check_checkpoint(cfg: SimDeployConfig) -> str:
     """Refuse a bad checkpoint before any worker starts (:func:`vla.checks.check_checkpoint`: one line
     naming the file and what is wrong); returns the policy type."""
     return checks.check_checkpoint(cfg.checkpoint, imports=cfg.imports).type
+
+
+def resolve_deployment[C: SimDeployConfig](cfg: C) -> tuple[C, DeploySettings]:
+    """``cfg`` with its unset deployment values taken from the checkpoint's defaults (horizon, cond,
+    guidance, num_steps; :func:`vla.runtime.defaults.resolve`), so every worker runs the same values; and
+    the settings, which say where each came from."""
+    settings = resolve(
+        cfg.checkpoint, cfg.deploy.executor, cond=cfg.cond, guidance=cfg.guidance, num_steps=cfg.num_steps
+    )
+    resolved = replace(
+        cfg,
+        deploy=settings.apply(cfg.deploy),
+        cond=settings.cond,
+        guidance=settings.guidance,
+        num_steps=settings.num_steps,
+    )
+    return resolved, settings
 
 
 # ---- one worker: a deployment reused across its episodes -------------------------------------------------
@@ -263,9 +287,13 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
     """Run ``cfg.episodes`` episodes of ``cfg.task`` with the checkpoint's policy.
 
     Writes ``<out>/eval.json`` (config, summary, per-episode records) and ``<out>/videos/episode_<i>.mp4``
-    for the first ``cfg.videos`` episodes.
+    for the first ``cfg.videos`` episodes. Prints the deployment values and their sources (one line)
+    when ``cfg.progress``.
     """
     policy_type = check_checkpoint(cfg)
+    cfg, settings = resolve_deployment(cfg)
+    if cfg.progress:
+        print(settings.describe(), flush=True)
     cfg = match_policy_images(replace(cfg, out=str(cfg.out_dir.resolve())))  # workers write videos there
     out = cfg.out_dir
     (out / VIDEO_DIR).mkdir(parents=True, exist_ok=True)
@@ -285,6 +313,6 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
     records.sort(key=lambda r: r.index)
     if cfg.deploy.compensation.enabled:
         pool_compensators(out)
-    result = EvalResult(cfg, records, time.perf_counter() - t0, policy_type, workers)
+    result = EvalResult(cfg, records, time.perf_counter() - t0, policy_type, workers, settings)
     result.json_path.write_text(json.dumps(result.to_json(), indent=2))
     return result

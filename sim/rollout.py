@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from sim.collect import episode_spec
 from sim.deploy import SimDeployConfig, SimDeployment, match_policy_images
-from sim.evaluation import check_checkpoint
+from sim.evaluation import check_checkpoint, resolve_deployment
 from sim.teleop import SimulatedTeleop, TeleopConfig
 from sim.workers import run_episodes
 from vla.checks import check_dataset
@@ -139,9 +139,13 @@ def rollout(cfg: RolloutConfig) -> RolloutSummary:
     """Run ``cfg.episodes`` episodes (seeds ``seed + i``) and append them to the dataset ``cfg.out``.
 
     Episodes are written in index order as they complete (the writer is crash-safe: an interrupted run
-    keeps every finished episode).
+    keeps every finished episode). Unset deployment values take the checkpoint's defaults
+    (:mod:`vla.runtime.defaults`); the line saying which is printed when ``cfg.progress``.
     """
     check_checkpoint(cfg)
+    cfg, settings = resolve_deployment(cfg)  # the checkpoint's defaults where cfg leaves a value unset
+    if cfg.progress:
+        print(settings.describe(), flush=True)
     cfg = match_policy_images(cfg)
     root = Path(cfg.out)  # type: ignore[arg-type]
     if root.exists() and any(root.iterdir()) and not cfg.resume:

@@ -19,8 +19,14 @@ class EvalDuringTraining:
     episodes: int = 10
     every: int = 0  # steps between evaluations; 0 = only at the end
     workers: int = 2
-    horizon: int | None = None  # executed actions per chunk; None = the runner's default
+    # executed actions per chunk, here and wherever the checkpoint deploys unless told otherwise (its
+    # deploy.yaml, vla.runtime.defaults); None: post-training keeps its base checkpoint's, else whole chunks
+    horizon: int | None = None
     seed: int = 1000  # evaluation seeds differ from the (0-based) collection seeds
+
+    def __post_init__(self) -> None:
+        if self.horizon is not None and self.horizon < 1:
+            raise ValueError(f"env.horizon={self.horizon} must be >= 1 (or null)")
 
 
 @dataclass

@@ -39,6 +39,7 @@ from vla.errors import InputError, NonFiniteError
 from vla.evaluation import EnvRunner, make_runner
 from vla.lock import folder_lock
 from vla.policy import POLICIES, load_policy
+from vla.runtime.defaults import DeployDefaults
 from vla.runtime.upcycling import UPCYCLING_FILE, calibration_from_actions
 
 log = logging.getLogger(__name__)
@@ -129,6 +130,7 @@ class Trainer:
         algo_cls = ALGORITHMS.get(cfg.algo["name"])
         params = dict(cfg.algo)
         self.upcycling = self._calibrate_upcycling(cfg.control_hz)
+        self.deploy_horizon = self._deploy_horizon(int(self.policy.chunk_size))
         self.algo = algo_cls(self.policy, cfg.optim, cfg.steps, seed=cfg.seed, config=params)
         self.prepared = self.algo.prepare(self.data, self.out, progress=cfg.progress)
         if self.prepared:
@@ -179,6 +181,32 @@ class Trainer:
         except ValueError:
             return None
 
+    def _deploy_horizon(self, chunk_size: int) -> int | None:
+        """The execution horizon the checkpoint deploys with: ``env.horizon`` (the preset's evaluation
+        horizon), else the base checkpoint's when post-training; None: the whole chunk, which is also what a
+        horizon longer than the policy's chunks amounts to."""
+        h = self.cfg.env.horizon
+        if h is None and self.cfg.init_from:
+            base = DeployDefaults.load(self.cfg.init_from)
+            h = None if base is None else base.horizon
+        if h is not None and h > chunk_size:
+            print(
+                f"env.horizon={h} is longer than the policy's chunks (H={chunk_size}): deploys whole chunks"
+            )
+            return None
+        return h
+
+    def deploy_defaults(self) -> DeployDefaults:
+        """What the checkpoint deploys with unless told otherwise (``deploy.yaml``, vla.runtime.defaults):
+        the execution horizon and the policy's inference conditioning, guidance and sampler steps."""
+        config = getattr(self.policy, "config", None)
+        return DeployDefaults(
+            horizon=self.deploy_horizon,
+            cond=getattr(config, "inference_cond", None),
+            guidance=getattr(config, "inference_guidance", None),
+            num_steps=getattr(config, "num_steps", None),
+        )
+
     def save(self) -> Path:
         """Write ``checkpoints/last``: EMA weights as the model; raw weights and the rest in train_state."""
         if self._saved_step == self.step and self.last.exists():
@@ -194,6 +222,7 @@ class Trainer:
             self.policy.save(tmp)
             if self.upcycling is not None:  # deployment calibration from the demos (vla.runtime.upcycling)
                 (tmp / UPCYCLING_FILE).write_text(json.dumps(self.upcycling))
+            self.deploy_defaults().save(tmp)  # how it deploys unless told otherwise (vla.runtime.defaults)
         finally:
             if raw is not None:
                 self.policy.load_state_dict(raw)

@@ -70,7 +70,7 @@ class AsyncChunkExecutor(ChunkExecutor):
     def act(self, obs: Any) -> np.ndarray:  # [A]
         self.chunk_started = False
         if self._chunk is None:  # the first chunk of an episode: nothing to execute meanwhile
-            chunk, latency = self._call(obs, None, 0)
+            chunk, latency = self._call_now(obs)
             self.latencies.append(latency)
             self.policy_calls += 1
             self._check(chunk)
@@ -101,6 +101,13 @@ class AsyncChunkExecutor(ChunkExecutor):
         t0 = time.perf_counter()
         chunk = self.sample_fn(obs, prefix, delay) if self.rtc else self.sample_fn(obs)  # type: ignore[call-arg]
         return np.array(chunk), time.perf_counter() - t0
+
+    def _call_now(self, obs: Any) -> tuple[np.ndarray, float]:
+        """A blocking call. With a worker it runs there too, after any request still in flight from before
+        a reset (its chunk is dropped): one caller at a time, as a policy server or a pipe needs."""
+        if self._pool is None:
+            return self._call(obs, None, 0)
+        return self._pool.submit(self._call, obs, None, 0).result()
 
     def _request(self, obs: Any) -> None:
         prefix = self.remaining.copy() if (self.rtc and self.remaining is not None) else None

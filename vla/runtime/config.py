@@ -18,7 +18,9 @@ from vla.runtime.upcycling import UpcyclingConfig
 class ExecutorConfig:
     """How chunks become one action per period (:class:`~vla.runtime.executor.ChunkExecutor`)."""
 
-    horizon: int | None = None  # h, actions executed per chunk; None: the whole chunk (1 with ensembling)
+    # h, actions executed per chunk; None: the checkpoint's (deploy.yaml, resolved by deploy_checkpoint:
+    # vla.runtime.defaults), else the whole chunk (1 with ensembling)
+    horizon: int | None = None
     temporal_ensemble: float | None = None  # ACT weight m: sample every step, average overlapping chunks
     # control periods per policy action: the loop runs this many times the policy's rate and sends setpoints
     # interpolated linearly between consecutive actions (a 10 Hz policy on a 50 Hz loop: 5)

@@ -1,13 +1,16 @@
 """A checkpoint deployed on an arm: policy -> :class:`~vla.runtime.runner.PolicyRunner` -> deployment stack.
 
 The one assembly that the simulator's deployment (``sim.deploy``) and the ROS 2 node (``ros2_ws``) share:
-load the policy, check it against the robot's profile (action size, cameras), read the checkpoint's
-upcycling calibration when upcycling is on, and build the stack of a :class:`DeployConfig`.
+load the policy, check it against the robot's profile (action size, cameras), resolve the deployment
+values against the checkpoint's defaults (:mod:`vla.runtime.defaults`: execution horizon, conditioning,
+guidance, sampler steps), read the checkpoint's upcycling calibration when upcycling is on, and build the
+stack of a :class:`DeployConfig`.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,9 +22,12 @@ import numpy as np
 from vla.policy import import_policy_modules, load_policy
 from vla.robot import RobotProfile
 from vla.runtime.config import DeployConfig
+from vla.runtime.defaults import DeploySettings, resolve
 from vla.runtime.runner import PolicyRunner
 from vla.runtime.stack import DeploymentStack, build_stack
 from vla.runtime.upcycling import UPCYCLING_FILE
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -30,6 +36,7 @@ class Deployment:
     runner: PolicyRunner
     stack: DeploymentStack
     cameras: list[str]  # the cameras the policy reads
+    settings: DeploySettings  # horizon, cond, guidance, num_steps and where each came from
 
     def warm_up(self, state: np.ndarray, image_size: tuple[int, int]) -> float:
         """One inference on a blank observation, so the first control period does not pay for lazy
@@ -68,12 +75,18 @@ def deploy_checkpoint(
     dt: float | None = None,
 ) -> Deployment:
     """Load ``checkpoint`` and assemble its deployment on ``profile`` (control period ``dt``, default the
-    profile's). ``cond``/``guidance``/``num_steps``: sampling overrides (None: the checkpoint's defaults).
+    profile's). ``cfg.executor.horizon`` and ``cond``/``guidance``/``num_steps``: overrides; None takes the
+    checkpoint's default (:func:`vla.runtime.defaults.resolve`; ``Deployment.settings`` says which values
+    were used and where each came from, also logged at INFO).
 
     Raises:
+        InputError: The checkpoint's ``deploy.yaml`` is unreadable or does not fit its policy.
         ValueError: The policy's action size or cameras do not fit the robot.
         FileNotFoundError: Upcycling is on and the checkpoint has no calibration.
     """
+    settings = resolve(checkpoint, cfg.executor, cond=cond, guidance=guidance, num_steps=num_steps)
+    cfg = settings.apply(cfg)
+    log.info("%s: %s", checkpoint, settings.describe())
     import_policy_modules(imports)
     policy = load_policy(checkpoint, device)
     if policy.action_dim != profile.action_dim:
@@ -86,9 +99,9 @@ def deploy_checkpoint(
         policy,
         cameras=used,
         device=device,
-        cond=cond,
-        guidance=guidance,
-        num_steps=num_steps,
+        cond=settings.cond,
+        guidance=settings.guidance,
+        num_steps=settings.num_steps,
         rtc_beta_max=cfg.rtc.beta_max if cfg.rtc.enabled else None,
     )
     calib_file = Path(checkpoint) / UPCYCLING_FILE
@@ -98,4 +111,4 @@ def deploy_checkpoint(
     stack = build_stack(
         cfg, runner, profile=profile, chunk_size=runner.chunk_size, calibration=calibration, dt=dt
     )
-    return Deployment(policy, runner, stack, used)
+    return Deployment(policy, runner, stack, used, settings)

@@ -42,6 +42,9 @@ def _serve(conn: Any, checkpoint: str, spec: dict) -> None:
             device=spec["device"],
             seed=spec["seed"],
             rtc_beta_max=spec["rtc_beta_max"],
+            cond=spec["cond"],
+            guidance=spec["guidance"],
+            num_steps=spec["num_steps"],
         )
         conn.send(
             ("ready", {"chunk_size": runner.chunk_size, "action_dim": runner.action_dim, "cameras": cameras})
@@ -78,6 +81,8 @@ class InferenceProcess:
         cpu: Pin the worker to this CPU core (Linux), keeping it off the control loop's core.
         seed: Seed of the worker's noise generator.
         rtc_beta_max: Real-time chunking's guidance clip (``DeployConfig.rtc.beta_max``; None: the policy's).
+        cond, guidance, num_steps: Sampling values (:class:`~vla.runtime.runner.PolicyRunner`; resolve them
+            against the checkpoint's defaults with :func:`vla.runtime.defaults.resolve`).
         timeout_s: How long to wait for the worker to load the policy.
     """
 
@@ -92,6 +97,9 @@ class InferenceProcess:
         cpu: int | None = None,
         seed: int | None = 0,
         rtc_beta_max: float | None = None,
+        cond: int | None = None,
+        guidance: float | None = None,
+        num_steps: int | None = None,
         timeout_s: float = 120.0,
     ) -> None:
         ctx = mp.get_context("spawn")
@@ -104,6 +112,9 @@ class InferenceProcess:
             "cpu": cpu,
             "seed": seed,
             "rtc_beta_max": rtc_beta_max,
+            "cond": cond,
+            "guidance": guidance,
+            "num_steps": num_steps,
         }
         self.process = ctx.Process(target=_serve, args=(child, str(checkpoint), spec), daemon=True)
         self.process.start()
