@@ -299,7 +299,10 @@ class DeployNode(LifecycleNode):
         )
         home = np.r_[profile.home or np.zeros(profile.arm_dim), [] if profile.gripper is None else [0.0]]
         warm = self.deployment.warm_up(home, image_size)
-        self.get_logger().info(f"policy loaded and warmed up (first inference {warm:.2f} s)")
+        self.get_logger().info(
+            f"policy loaded and warmed up (first inference {warm:.2f} s); "
+            f"deploy: {self.deployment.settings.describe()}"
+        )
         topics = dict(zip(profile.camera_names, arm.camera_topics, strict=True))
         cameras = {c: topics[c] for c in self.deployment.cameras}
         clock = self._now
