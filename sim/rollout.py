@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from hardware.profiles import PROFILES
 from sim.collect import episode_spec
 from sim.deploy import SimDeployConfig, SimDeployment, match_policy_images
 from sim.evaluation import check_checkpoint, resolve_deployment
@@ -151,7 +152,7 @@ def rollout(cfg: RolloutConfig) -> RolloutSummary:
     if root.exists() and any(root.iterdir()) and not cfg.resume:
         raise FileExistsError(f"{root} exists; pass resume=true to append to it or choose another out=")
     if root.is_dir() and any(root.iterdir()):  # the episodes to append to
-        check_dataset(root, resuming=True)
+        check_dataset(root, resuming=True, profiles=PROFILES)
     from sim.env import TabletopEnv
 
     probe = TabletopEnv(cfg.env)

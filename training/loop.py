@@ -19,6 +19,7 @@ import torch
 from tqdm import tqdm
 
 import policies  # noqa: F401  (registers the policies)
+from hardware.profiles import PROFILES
 from training.algorithms import ALGORITHMS
 from training.config import TrainConfig
 from training.data import ChunkDataset
@@ -78,7 +79,7 @@ def check_inputs(cfg: TrainConfig) -> None:
         InputError: One line naming the file, the episode or field, and what to do.
     """
     for root in cfg.data.roots:
-        check_dataset(root)
+        check_dataset(root, profiles=PROFILES)  # a named robot's data is held to its joint ranges
     if cfg.init_from:
         check_checkpoint(cfg.init_from)
 

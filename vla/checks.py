@@ -76,8 +76,7 @@ def check_dataset(root: str | Path, *, resuming: bool = False, profiles: Any = N
             interrupted run left (a torn sidecar line, files of an uncommitted episode, totals counting
             it): check only the committed episodes.
         profiles: Robot profiles for info.json's ``robot_type``: a registry, or the name of a module holding
-            one as ``PROFILES`` (e.g. ``"hardware.profiles"``); None: those of the process
-            (:func:`vla.data.ranges.use_profiles`), if any, else the outlier rule only.
+            one as ``PROFILES`` (e.g. ``"hardware.profiles"``); None: no profile, the outlier rule only.
 
     Returns:
         A :class:`~vla.data.validate.ValidationReport` (episodes, frames, features).

@@ -18,7 +18,7 @@ from hardware.profiles import PROFILES, get_profile
 from vla.checks import check_dataset
 from vla.data import DatasetError, EpisodeSpec, EpisodeWriter, validate_dataset
 from vla.data.layout import data_files, fixed_list_to_numpy
-from vla.data.ranges import GRIPPER_MARGIN, JOINT_MARGIN, outlier_bounds, use_profiles
+from vla.data.ranges import GRIPPER_MARGIN, JOINT_MARGIN, outlier_bounds
 from vla.data.schema import ACTION, IS_INTERVENTION, STATE
 
 PANDA = get_profile("panda")
@@ -70,12 +70,8 @@ def test_the_profile_rule_holds_joints_to_their_range_plus_the_margin(pds: Path)
     )
     with pytest.raises(DatasetError, match=match):
         validate_dataset(pds, profiles="hardware.profiles")  # by module name, as the validator's CLI does
-    use_profiles(PROFILES)  # as vla-train does for its process
-    try:
-        with pytest.raises(DatasetError, match=match):
-            check_dataset(pds)
-    finally:
-        use_profiles(None)
+    with pytest.raises(DatasetError, match=match):
+        check_dataset(pds, profiles=PROFILES)  # as vla-train, vla-rollout and vla-replay do
     res = subprocess.run(
         [sys.executable, "-m", "vla.data.validate", str(pds)], capture_output=True, text=True
     )

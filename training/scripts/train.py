@@ -4,10 +4,8 @@ import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from hardware.profiles import PROFILES
 from training.config import TrainConfig
 from training.loop import train
-from vla.data.ranges import use_profiles
 from vla.errors import exit_on_refusal
 from vla.hydra_utils import CONFIG_DIR
 
@@ -17,7 +15,6 @@ ConfigStore.instance().store(name="train_schema", node=TrainConfig)
 @hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="train")
 def _run(cfg: DictConfig) -> None:
     c: TrainConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-    use_profiles(PROFILES)  # every dataset check of this run holds a named robot's data to its joint ranges
     with exit_on_refusal():  # a refused input (2) or a non-finite loss (1): one line on stderr
         last = train(c)  # checks data.roots and init_from before any work or output folder
     print(f"checkpoint: {last}")

@@ -23,9 +23,8 @@ the file, the episode, the frame and the field (:func:`vla.checks.check_dataset`
 
 The profiles live in ``hardware/profiles``, a layer above this one, so the callers above it hand them in, as
 they hand policy modules to :func:`vla.checks.check_checkpoint`: ``profiles=`` on the checks (a registry, or
-a module name such as :data:`PROFILES_MODULE` imported at run time), or :func:`use_profiles` for every check
-of a process (``vla-train`` calls it; ``vla-replay`` and ``python -m vla.data.validate`` pass them). A check
-given none uses the outlier rule only.
+a module name such as :data:`PROFILES_MODULE` imported at run time): ``vla-train``, ``vla-rollout``,
+``vla-replay`` and ``python -m vla.data.validate`` pass them. A check given none uses the outlier rule only.
 """
 
 from __future__ import annotations
@@ -58,28 +57,14 @@ class Bounds:
     names: tuple[str, ...] = ()  # the dimensions' names where the rule knows them (a profile's joints)
 
 
-_process_profiles: list[Any] = [None]  # set by use_profiles
-
-
-def use_profiles(profiles: Any) -> None:
-    """Makes ``profiles`` the robot profiles of every check in this process that is given none (an entry
-    point above the hardware layer: ``vla-train`` registers ``hardware.profiles.PROFILES``).
-
-    Args:
-        profiles: A registry of profiles, the name of a module holding one as ``PROFILES``, or None.
-    """
-    _process_profiles[0] = profiles
-
-
 def find_profile(robot_type: str | None, profiles: Any = None) -> Any | None:
     """The registered robot profile named ``robot_type``, or None.
 
     Args:
         robot_type: ``meta/info.json``'s ``robot_type``.
         profiles: A registry of profiles (``in``, ``get``), or the name of a module that holds one as
-            ``PROFILES`` (imported here); None: the process's (:func:`use_profiles`), if any.
+            ``PROFILES`` (imported here); None: no profile (the outlier rule applies).
     """
-    profiles = _process_profiles[0] if profiles is None else profiles
     if not robot_type or profiles is None:
         return None
     if isinstance(profiles, str):

@@ -351,8 +351,7 @@ def validate_dataset(
         root: Dataset root.
         spec: Expected schema; defaults to the one stored with the dataset (if any).
         profiles: Robot profiles for info.json's ``robot_type``: a registry, or the name of a module holding
-            one as ``PROFILES`` (e.g. ``"hardware.profiles"``); None: those of the process
-            (:func:`vla.data.ranges.use_profiles`), if any, else the outlier rule only.
+            one as ``PROFILES`` (e.g. ``"hardware.profiles"``); None: no profile, the outlier rule only.
 
     Returns:
         A :class:`ValidationReport`.
