@@ -11,6 +11,7 @@ import json
 import logging
 import random
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -199,13 +200,16 @@ class Trainer:
 
     def deploy_defaults(self) -> DeployDefaults:
         """What the checkpoint deploys with unless told otherwise (``deploy.yaml``, vla.runtime.defaults):
-        the execution horizon and the policy's inference conditioning, guidance and sampler steps."""
+        the execution horizon, the policy's inference conditioning, guidance and sampler steps, and the
+        training data's most frequent instruction (what the policy is told when nobody says otherwise)."""
         config = getattr(self.policy, "config", None)
+        tasks = Counter(t for t in self.data.tasks if t).most_common(1)
         return DeployDefaults(
             horizon=self.deploy_horizon,
             cond=getattr(config, "inference_cond", None),
             guidance=getattr(config, "inference_guidance", None),
             num_steps=getattr(config, "num_steps", None),
+            instruction=tasks[0][0] if tasks else None,
         )
 
     def save(self) -> Path:

@@ -18,6 +18,7 @@ from policies.flow_matching import debug_config
 from sim.collect import CollectConfig, collect
 from sim.env import EnvConfig
 from sim.evaluation import EvalConfig, evaluate
+from sim.tasks.reach import Reach
 from training.config import EvalDuringTraining, TrainConfig
 from training.data import DataConfig
 from training.loop import Trainer
@@ -62,8 +63,10 @@ def _eval(ckpt, out, **kw) -> EvalConfig:
 def test_a_trained_checkpoint_carries_its_deployment_defaults(trained):
     _, ckpt = trained
     saved = yaml.safe_load((ckpt / DEFAULTS_FILE).read_text())
+    told = saved.pop("instruction")  # the demos' most frequent paraphrase of the reach task
+    assert told in Reach.instructions
     assert saved == {"horizon": 3, "cond": None, "guidance": None, "num_steps": 4}  # debug: 4 Euler steps
-    assert DeployDefaults.load(ckpt) == DeployDefaults(horizon=3, num_steps=4)
+    assert DeployDefaults.load(ckpt) == DeployDefaults(horizon=3, num_steps=4, instruction=told)
 
 
 def test_post_training_keeps_the_base_horizon_unless_its_preset_sets_one(trained, tmp_path):

@@ -4,8 +4,8 @@
 is conditioned on, the classifier-free guidance scale and the sampler's integration steps. ``vla-train``
 writes it from the resolved training config: ``env.horizon`` (the horizon its preset evaluates at, e.g.
 3 in ``experiment=sft_reach``; a post-training run without one keeps its base checkpoint's), the
-policy's ``inference_cond`` / ``inference_guidance`` (set by RECAP-style post-training) and its
-``num_steps``.
+policy's ``inference_cond`` / ``inference_guidance`` (set by RECAP-style post-training), its
+``num_steps``, and the training data's most frequent instruction (the ROS node's default instruction).
 
 :func:`resolve` picks each value once, in the one deployment assembly
 (:func:`~vla.runtime.deployment.deploy_checkpoint`), so ``vla-eval``, ``vla-rollout``, the benchmarks and
@@ -39,8 +39,11 @@ class DeployDefaults:
     cond: int | None = None  # advantage indicator the policy is conditioned on (None: unconditioned)
     guidance: float | None = None  # classifier-free guidance scale (None: no guidance)
     num_steps: int | None = None  # the sampler's integration steps (None: the policy's own)
+    instruction: str | None = None  # the training data's most frequent instruction (None: not recorded)
 
     def __post_init__(self) -> None:
+        if self.instruction is not None and not (isinstance(self.instruction, str) and self.instruction):
+            raise ValueError(f"instruction={self.instruction!r} must be a non-empty string or null")
         if self.horizon is not None and self.horizon < 1:
             raise ValueError(f"horizon={self.horizon} must be >= 1")
         if self.cond not in (None, 0, 1):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +27,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
+
+from vla.runtime.defaults import DeployDefaults
 
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
 INSTRUCTION = "reach the red ball"  # what the test policy was trained with (the sim's reach task)
@@ -51,8 +55,9 @@ def test_reach_episode_succeeds_between_processes(deployment, tmp_path):
 def test_refused_configure_wrong_transitions_and_failed_episodes_leave_the_node_up(
     deployment, tmp_path, reach_checkpoint
 ):
-    """No robot at all (so nothing arrives but the client's requests). Recording without an instruction and a
-    bad checkpoint are refused at configure with one line each; a transition the state does not offer is
+    """No robot at all (so nothing arrives but the client's requests). A bad checkpoint, and recording with
+    no instruction from the parameter or the checkpoint, are refused at configure with one line each; a
+    recording checkpoint trained on one task takes its instruction; a transition the state does not offer is
     refused (success=false, one line) and the node stays in its state; an episode that fails (no inputs) is
     reported on /diagnostics; SIGINT ends the node though nothing wakes its executor."""
     rec = tmp_path / "rec"
@@ -64,22 +69,28 @@ def test_refused_configure_wrong_transitions_and_failed_episodes_leave_the_node_
         diagnostics_hz=0.0,  # no timer either
     )
     assert not d.client.transition("vla_deploy", CONFIGURE)
-    _wait_line(d, "configure failed", "record_dir=" + str(rec), "pass instruction:=")
+    _wait_line(d, "configure failed", "no_such_checkpoint")
     assert not d.client.transition("vla_deploy", ACTIVATE)  # not offered when unconfigured
     _wait_line(d, "transition 3 is not available in state unconfigured")
     by_label = ChangeState.Request(transition=Transition(label="deactivate"))
     assert not d.client.call(ChangeState, "/vla_deploy/change_state", by_label).success
     assert d.client.state("vla_deploy") == "unconfigured"
-
-    _set(d, instruction=INSTRUCTION)
-    assert not d.client.transition("vla_deploy", CONFIGURE)
-    _wait_line(d, "configure failed", "no_such_checkpoint")
     services = [name for name, _ in d.client.node.get_service_names_and_types()]
     assert "/vla_deploy/change_state" in services
     assert "/vla_deploy/start_episode" not in services  # episode services exist only once configured
 
+    trained = DeployDefaults.load(reach_checkpoint)
+    assert trained is not None and trained.instruction  # its data's most frequent instruction
+    untold = tmp_path / "untold"  # a checkpoint that names no training instruction
+    shutil.copytree(reach_checkpoint, untold)
+    replace(trained, instruction=None).save(untold)
+    _set(d, checkpoint=str(untold))
+    assert not d.client.transition("vla_deploy", CONFIGURE)
+    _wait_line(d, "configure failed", "record_dir=" + str(rec), "pass instruction:=")
+
     _set(d, checkpoint=str(reach_checkpoint))
-    d.up()
+    d.up()  # records with the checkpoint's instruction
+    _wait_line(d, "configured:", f"instruction '{trained.instruction}' (checkpoint)")
     state = d.episode()  # no joint states or frames: the episode cannot start
     assert state["state"] == "failed" and state["last_error"].startswith("not started: no fresh"), state
     assert d.diagnostics[-1][1].status[0].message.startswith("failed: not started")

@@ -8,8 +8,8 @@ that runs the simulator: policy, safety, upcycling, RTC and self-compensation li
 Lifecycle (``rclpy.lifecycle``):
 
 - ``configure``: load the checkpoint and the arm profile, build the deployment stack, create publishers,
-  subscriptions and services (a bad checkpoint, or ``record_dir`` without ``instruction``: one error line,
-  the node stays unconfigured);
+  subscriptions and services (a bad checkpoint, or ``record_dir`` without an instruction, from the
+  parameter or the checkpoint's ``deploy.yaml``: one error line, the node stays unconfigured);
 - ``activate``: episodes may run (``~/start_episode``; ``start_on_activate`` starts one), diagnostics on;
 - ``deactivate``: the running episode ends and the arm holds its measured position;
 - ``cleanup`` / ``shutdown``: release everything (the arm is held first); an error in any transition holds
@@ -267,6 +267,7 @@ class DeployNode(LifecycleNode):
 
         from vla.checkpoint import read_config
         from vla.checks import check_checkpoint
+        from vla.runtime.defaults import DeployDefaults
         from vla.runtime.deployment import deploy_checkpoint
 
         self.arm: ArmParams = read(self, ArmParams)
@@ -275,10 +276,15 @@ class DeployNode(LifecycleNode):
         arm.check()
         if not o.checkpoint:
             raise ValueError("parameter checkpoint is empty: pass checkpoint:=<folder>")
-        if o.record_dir and not o.instruction:  # every recorded frame needs its task; no checkpoint has one
-            raise ValueError(f"record_dir={o.record_dir} needs an instruction: pass instruction:=<the task>")
         torch.set_num_threads(max(1, o.torch_threads))
         check_checkpoint(o.checkpoint, imports=o.imports)
+        trained = DeployDefaults.load(o.checkpoint)  # its training data's most frequent instruction
+        instruction = o.instruction or (trained and trained.instruction) or ""
+        if o.record_dir and not instruction:  # every recorded frame needs its task
+            raise ValueError(
+                f"record_dir={o.record_dir} needs an instruction: pass instruction:=<the task> (the "
+                "checkpoint's deploy.yaml names no training instruction)"
+            )
         profile = replace(arm.profile(), control_hz=arm.rate)
         cfg = deploy_config(o.deploy_overrides)
         size = read_config(o.checkpoint).get("image_size") or (
@@ -324,7 +330,7 @@ class DeployNode(LifecycleNode):
             reset_hook=self._reset_hook(o.reset_service) if o.reset_service else None,
             inputs_timeout_s=o.inputs_timeout_s,
         )
-        self.robot.instruction = o.instruction
+        self.robot.instruction = instruction
         self.teleop = TopicTeleop(arm.joint_names, arm.gripper_joint, clock, cfg.safety.stale_after_s)
         self._subscribe(cameras)
         self._diag_pub = self._track(self.create_publisher(DiagnosticArray, "/diagnostics", RELIABLE))
@@ -343,7 +349,8 @@ class DeployNode(LifecycleNode):
             self._open_recording(o.record_dir, profile, image_size)
         self.get_logger().info(
             f"configured: {o.checkpoint} on {profile.name} at {profile.control_hz:g} Hz, cameras "
-            f"{cameras}, safety {cfg.safety.mode}, recording {o.record_dir or 'off'}"
+            f"{cameras}, safety {cfg.safety.mode}, recording {o.record_dir or 'off'}, instruction "
+            f"{instruction!r} ({'parameter' if o.instruction else 'checkpoint' if instruction else 'none'})"
         )
 
     def _open_recording(self, root: str, profile, image_size) -> None:

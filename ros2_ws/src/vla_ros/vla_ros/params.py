@@ -111,7 +111,8 @@ class DeployParams:
 
 DEPLOY_DESCRIPTIONS = {
     "checkpoint": "checkpoint folder (config.yaml, model.safetensors, stats.safetensors) loaded at configure",
-    "instruction": "the language instruction (the ~/instruction topic replaces it)",
+    "instruction": "the language instruction (the ~/instruction topic replaces it; empty: the checkpoint's "
+    "training instruction, deploy.yaml)",
     "deploy_overrides": "DeployConfig fields as dotted key=value, as vla-eval takes them after deploy. "
     "(e.g. executor.horizon=3, safety.mode=hold, rtc.enabled=true); safety.mode defaults to hold",
     "device": "torch device of the policy",
