@@ -8,6 +8,9 @@ EXTRAS ?= dev,ros
 # pytest workers: the tests run torch on one thread each, so one worker per core (2 on the CI machine);
 # loadscope keeps a module on one worker, so its trained module fixtures are built once
 TEST_WORKERS ?= 2
+# the ROS tests need the ros extra; a set-up without it (EXTRAS=dev) says so and skips them
+ROS_TESTS = if [[ ",$(EXTRAS)," == *",ros,"* ]]; then bash scripts/ros_test.sh $(VENV); \
+	else echo "ROS tests skipped: EXTRAS=$(EXTRAS) has no ros (make setup EXTRAS=dev,ros installs it)"; fi
 
 .PHONY: demo test test-all lint setup sysdeps clean
 
@@ -27,11 +30,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope
-	bash scripts/ros_test.sh $(VENV)
+	@$(ROS_TESTS)
 
 test-all: $(STAMP)
 	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope -m "slow or not slow"
-	bash scripts/ros_test.sh $(VENV)
+	@$(ROS_TESTS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -301,6 +301,14 @@ def test_vla_train_refuses_a_bad_dataset(kind, good_data, tmp_path):
     res = _cli("vla-train", "experiment=debug", f"data.roots=[{root}]", f"out={out}", cwd=tmp_path)
     _assert_refused(res, path, detail)
     assert not out.exists() and tree_hash(root) == before
+    assert not (tmp_path / ".out.lock").exists()  # no lock file beside the folder either
+
+
+@pytest.mark.parametrize("cli", ["vla-eval", "vla-rollout"])
+def test_a_missing_checkpoint_argument_is_one_line(cli, tmp_path):
+    res = _cli(cli, "task=reach", "episodes=1", cwd=tmp_path)
+    _assert_refused(res, Path("checkpoint="), "is required")
+    assert list(tmp_path.iterdir()) == []  # nothing written
 
 
 @pytest.mark.parametrize("kind", CHECKPOINT_CORRUPTIONS)

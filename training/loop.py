@@ -102,8 +102,9 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig) -> None:
-        check_inputs(cfg)  # before anything is read for real or written
+    def __init__(self, cfg: TrainConfig, *, inputs_checked: bool = False) -> None:
+        if not inputs_checked:
+            check_inputs(cfg)  # before anything is read for real or written
         self.cfg = cfg
         torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
@@ -337,10 +338,10 @@ class Trainer:
 def train(cfg: TrainConfig) -> Path:
     """Train (or resume) and return the final checkpoint folder; ``loop.rounds > 0`` runs closed-loop
     rounds (rollouts -> critic -> post-training -> evaluation) instead."""
+    check_inputs(cfg)  # a refused input leaves nothing behind: no folder, no lock file
     if cfg.loop.rounds > 0:
         from training.closed_loop import closed_loop
 
-        check_inputs(cfg)  # each round's Trainer checks its inputs again, the new rollouts included
-        return closed_loop(cfg)
+        return closed_loop(cfg)  # each round's Trainer checks its inputs again, the new rollouts included
     with folder_lock(cfg.out, "training"):  # two runs in one folder would overwrite each other's checkpoints
-        return Trainer(cfg).run()
+        return Trainer(cfg, inputs_checked=True).run()

@@ -3,11 +3,11 @@ sqlite3) as a validated LeRobotDataset episode (schema: hardware.rosbag.Bag2Data
 
 import hydra
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from hardware.rosbag import Bag2DatasetConfig, bag_to_dataset
 from vla.errors import InputError, exit_on_refusal
-from vla.hydra_utils import CONFIG_DIR
+from vla.hydra_utils import CONFIG_DIR, typed_config
 
 ConfigStore.instance().store(name="bag2dataset_schema", node=Bag2DatasetConfig)
 
@@ -16,7 +16,7 @@ ConfigStore.instance().store(name="bag2dataset_schema", node=Bag2DatasetConfig)
 def _run(cfg: DictConfig) -> None:
     with exit_on_refusal():  # a refused input: one line on stderr, status 2
         try:
-            c: Bag2DatasetConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+            c: Bag2DatasetConfig = typed_config(cfg)
             out, frames = bag_to_dataset(c)
         except (FileNotFoundError, ValueError, KeyError) as exc:
             raise InputError(str(exc).splitlines()[0]) from exc

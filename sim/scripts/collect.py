@@ -2,17 +2,19 @@
 
 import hydra
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from sim.collect import CollectConfig, collect
-from vla.hydra_utils import CONFIG_DIR
+from vla.errors import exit_on_refusal
+from vla.hydra_utils import CONFIG_DIR, typed_config
 
 ConfigStore.instance().store(name="collect_schema", node=CollectConfig)
 
 
 @hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="collect")
 def _run(cfg: DictConfig) -> None:
-    c: CollectConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    with exit_on_refusal():
+        c: CollectConfig = typed_config(cfg)  # a missing mandatory value: one line
     k, n, root = collect(c)
     print(f"dataset: {root}")
     print(f"expert success: {k}/{n}")

@@ -2,19 +2,20 @@
 
 import hydra
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from sim.evaluation import EvalConfig, evaluate
 from sim.scripts import CONFIG_DIR
 from vla.errors import exit_on_refusal
+from vla.hydra_utils import typed_config
 
 ConfigStore.instance().store(name="eval_schema", node=EvalConfig)
 
 
 @hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="eval")
 def _run(cfg: DictConfig) -> None:
-    c: EvalConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     with exit_on_refusal():  # evaluate() checks the checkpoint before any worker starts or out= is created
+        c: EvalConfig = typed_config(cfg)  # a missing mandatory value: one line
         result = evaluate(c)
     print(result.table())
     print(f"report: {result.json_path}")

@@ -6,21 +6,21 @@ from pathlib import Path
 
 import hydra
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from hardware.profiles import PROFILES
 from sim.replay import ReplayConfig, replay
 from vla.checks import check_dataset
 from vla.errors import InputError, exit_on_refusal
-from vla.hydra_utils import CONFIG_DIR
+from vla.hydra_utils import CONFIG_DIR, typed_config
 
 ConfigStore.instance().store(name="replay_schema", node=ReplayConfig)
 
 
 @hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="replay")
 def _run(cfg: DictConfig) -> None:
-    c: ReplayConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     with exit_on_refusal():  # a refused input: one line on stderr, status 2, nothing written
+        c: ReplayConfig = typed_config(cfg)  # a missing mandatory value: one line
         # (with the robot profiles: state and action within the named robot's joint ranges)
         check_dataset(c.dataset, profiles=PROFILES)
         if c.critic and not Path(c.critic).is_dir():

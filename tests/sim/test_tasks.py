@@ -166,3 +166,17 @@ def test_biased_demonstrator_misses_on_the_side_of_its_bias():
             miss = env.grip_pos() - env.task._target(env.model, env.data)
             np.testing.assert_allclose(miss, [0.05, 0.0, 0.0], atol=0.01)
     assert sum(ok) <= 1, ok
+
+
+def test_vla_tasks_lists_every_task_and_answers_help():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = str(Path(sys.executable).parent / "vla-tasks")
+    listed = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    assert all(name in listed for name in TASKS)
+    helped = subprocess.run([exe, "--help"], capture_output=True, text=True)
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: vla-tasks")
+    wrong = subprocess.run([exe, "task=reach"], capture_output=True, text=True)
+    assert wrong.returncode == 2 and "usage: vla-tasks" in wrong.stderr

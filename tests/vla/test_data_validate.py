@@ -159,3 +159,10 @@ def test_rejects_a_video_whose_frames_do_not_decode(vds: Path) -> None:
     where = rf"{re.escape(str(path))}: episode 1: field 'observation\.images\.wrist'"
     with pytest.raises(DatasetError, match=where + r": frame 0 cannot be decoded"):
         validate_dataset(vds)
+
+
+def test_the_validator_answers_help_instead_of_taking_it_for_a_path():
+    cmd = [sys.executable, "-m", "vla.data.validate"]
+    helped = subprocess.run([*cmd, "--help"], capture_output=True, text=True)
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: python -m vla.data.validate")
+    assert subprocess.run([*cmd, "--strict"], capture_output=True, text=True).returncode == 2

@@ -394,8 +394,16 @@ def validate_dataset(
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point: ``python -m vla.data.validate <dir>``."""
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m vla.data.validate <dataset_dir>", file=sys.stderr)
+    usage = (
+        "usage: python -m vla.data.validate <dataset_dir>\n"
+        "  checks a LeRobotDataset v3 folder (schema, metadata, values, videos); prints OK or the first\n"
+        "  problem with its file, episode, frame and field (exit 1)"
+    )
+    if args in (["-h"], ["--help"]):
+        print(usage)
+        return 0
+    if len(args) != 1 or args[0].startswith("-"):
+        print(usage, file=sys.stderr)
         return 2
     try:
         report = validate_dataset(args[0], profiles=PROFILES_MODULE)  # vla does not import hardware: by name
