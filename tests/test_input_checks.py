@@ -531,3 +531,12 @@ def test_critic_fitting_stops_on_a_non_finite_loss(good_data):
     cfg = cls.config_class(encoder="own", steps=20, batch_size=8, hidden=16, lr=1e30)
     with pytest.raises(NonFiniteError, match=r"critic expectile_value: step \d+: the (loss|gradient norm)"):
         cls(cfg, data, None, progress=False).fit()
+
+
+def test_a_post_training_preset_without_init_from_is_refused(good_data, tmp_path):
+    out = tmp_path / "out"
+    res = _cli(
+        "vla-train", "experiment=posttrain_recap", f"data.roots=[{good_data}]", f"out={out}", cwd=tmp_path
+    )
+    _assert_refused(res, Path("init_from="), "post-training preset")
+    assert not out.exists() and not (tmp_path / ".out.lock").exists()

@@ -66,6 +66,7 @@ class TrainConfig:
     loop: LoopConfig = field(default_factory=LoopConfig)
     out: str = "outputs/train"
     init_from: str | None = None  # post-training: start from this checkpoint (its config, stats, EMA weights)
+    post_training: bool = False  # set by the posttrain_* presets: init_from is required (no fresh model)
     steps: int = 1000
     stop_after: int | None = None  # stop early at this step (the schedule still spans ``steps``)
     max_minutes: float | None = None  # wall-clock budget of this run's optimisation; stops (and saves) there

@@ -79,6 +79,11 @@ def check_inputs(cfg: TrainConfig) -> None:
     Raises:
         InputError: One line naming the file, the episode or field, and what to do.
     """
+    if cfg.post_training and not cfg.init_from:
+        raise InputError(
+            "a post-training preset needs the checkpoint it post-trains: pass init_from=<checkpoint> "
+            "(post_training=false trains a fresh model with this algorithm)"
+        )
     for root in cfg.data.roots:
         check_dataset(root, profiles=PROFILES)  # a named robot's data is held to its joint ranges
     if cfg.init_from:
