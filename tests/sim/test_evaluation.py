@@ -5,6 +5,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -306,3 +307,23 @@ def test_compensator_is_saved_and_reloaded_between_runs(home_ckpt, tmp_path, wor
     )
     with pytest.raises(ValueError, match=r"needs compensation\.enabled=true"):
         CompensationConfig(enabled=False, load=str(saved))
+
+
+def test_cli_runs_without_out_land_in_a_folder_each(tmp_path, home_ckpt, worker_path):
+    """Without ``out=`` every evaluation gets its own folder (``outputs/eval/<date>/<time>_<task>``), so the
+    next checkpoint's evaluation does not overwrite this one's report."""
+    args = [f"checkpoint={home_ckpt}", "task=reach", "episodes=1", "workers=0", "videos=0"]
+    args += ["imports=[dummy_policy]", "env.image_size=[24,24]", "progress=false"]
+    reports = []
+    for _ in range(2):
+        res = subprocess.run(
+            [str(BIN / "vla-eval"), *args], capture_output=True, text=True, timeout=120, cwd=tmp_path
+        )
+        assert res.returncode == 0, res.stdout + res.stderr
+        reports += [line.removeprefix("report: ") for line in res.stdout.splitlines() if "report: " in line]
+        time.sleep(1.0)  # the folder names carry the time to the second
+    assert len(reports) == 2 and reports[0] != reports[1], reports
+    for report in reports:
+        path = Path(report)
+        assert path.is_file() and path.parent.name.endswith("_reach")
+        assert path.parent.parent.parent == (tmp_path / "outputs" / "eval").resolve()
