@@ -22,6 +22,7 @@ from vla.data.schema import (
     EpisodeSpec,
     image_key,
 )
+from vla.data.sidecar import read_sidecar
 from vla.data.writer import EpisodeWriter
 
 GIVE_UP_STEPS = 5  # control steps an expert that finished its plan without success goes on recording
@@ -82,6 +83,16 @@ def make_frame(obs: dict, action: np.ndarray, reward: float, done: bool, cameras
     return frame
 
 
+def next_seed(root: Path, first: int) -> int:
+    """The seed after the last one tried in a resumed collection: one past the highest committed episode's
+    seed (the sidecar's ``extra.seed``). Counting committed episodes instead would repeat seeds once a
+    failure was dropped (``keep_failures=false``) and write the same scenes twice; the attempts after the
+    last committed episode, if any, are tried again (the expert is deterministic per seed)."""
+    seeds = [m.extra.get("seed") for m in read_sidecar(root)]
+    tried = [int(s) for s in seeds if isinstance(s, int) and s >= first]
+    return max(tried) + 1 if tried else first + len(seeds)
+
+
 def collect(cfg: CollectConfig) -> tuple[int, int, Path]:
     """Run the expert for ``cfg.episodes`` episodes (seeds ``seed .. seed + n - 1``) and write them.
 
@@ -102,7 +113,7 @@ def collect(cfg: CollectConfig) -> tuple[int, int, Path]:
     if done:
         print(f"resuming {root}: {done} episodes already there")
     successes = attempts = 0
-    seed = cfg.seed + done
+    seed = next_seed(root, cfg.seed) if done else cfg.seed
     bar = tqdm(
         total=cfg.episodes,
         initial=min(done, cfg.episodes),

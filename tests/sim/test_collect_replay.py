@@ -132,3 +132,32 @@ def test_sidecar_extra_is_json(tmp_path, task):
     )
     line = json.loads((root / "meta" / "vla_episodes.jsonl").read_text().splitlines()[0])
     assert line["extra"]["task_name"] == task
+
+
+def test_a_resumed_collection_without_failures_tries_new_seeds(tmp_path):
+    """``keep_failures=false`` drops failed attempts; a resumed collection goes on after the last seed tried,
+    so no scene is collected twice (counting the committed episodes would repeat seeds)."""
+    from sim.experts import ExpertNoise
+    from vla.data.sidecar import read_sidecar
+
+    def run(episodes: int) -> None:
+        collect(
+            CollectConfig(
+                task="reach",
+                episodes=episodes,
+                out=str(tmp_path / "d"),
+                keep_failures=False,
+                resume=True,
+                progress=False,
+                noise=ExpertNoise(aim_std=0.05),  # a sloppy operator: some reach attempts miss
+                env=EnvConfig(image_size=(16, 16)),
+            )
+        )
+
+    run(3)
+    first = [m.extra["seed"] for m in read_sidecar(tmp_path / "d")]
+    assert len(first) == 3 and first[-1] > 2, first  # failures were dropped: seeds beyond 0..2 were needed
+    run(5)
+    seeds = [m.extra["seed"] for m in read_sidecar(tmp_path / "d")]
+    assert seeds[:3] == first and len(seeds) == 5
+    assert len(set(seeds)) == 5 and seeds == sorted(seeds), seeds
