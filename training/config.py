@@ -77,6 +77,9 @@ class TrainConfig:
     device: str = "cpu"
     log_every: int = 10
     save_every: int = 500
+    keep_last: int = (
+        3  # step checkpoints kept beside last (checkpoints/<step>/, deployable, no resume state); 0: none
+    )
     resume: bool = True  # continue from <out>/checkpoints/last when it exists
     progress: bool = True
 

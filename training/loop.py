@@ -10,6 +10,7 @@ import dataclasses
 import json
 import logging
 import random
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -248,7 +249,24 @@ class Trainer:
         }
         save_train_state(tmp, state)
         self._saved_step = self.step
-        return publish(tmp, self.last)
+        publish(tmp, self.last)
+        self._keep_step()
+        return self.last
+
+    def _keep_step(self) -> None:
+        """Copy ``last``'s deployable files (weights, config, stats, deploy.yaml; not the resume state) to
+        ``checkpoints/<step>/`` and keep the newest ``keep_last`` of those, so a user can pick a step."""
+        if self.cfg.keep_last <= 0:
+            return
+        folder = self.last.parent / f"{self.step:06d}"
+        tmp = staging_dir(folder)
+        for f in self.last.iterdir():
+            if f.is_file():
+                shutil.copy2(f, tmp / f.name)
+        publish(tmp, folder)
+        steps = sorted(p for p in self.last.parent.iterdir() if p.is_dir() and p.name.isdigit())
+        for old in steps[: -self.cfg.keep_last]:
+            shutil.rmtree(old, ignore_errors=True)
 
     def evaluate(self, writer) -> dict[str, float]:
         assert self.runner is not None

@@ -16,6 +16,7 @@ from sim.env import EnvConfig
 from training.config import TrainConfig
 from training.data import ChunkDataset, DataConfig
 from training.loop import Trainer, build_policy
+from vla.checks import check_checkpoint
 
 BIN = Path(sys.executable).parent
 
@@ -41,7 +42,14 @@ def _train(args, cwd):
 
 def test_vla_train_debug_then_resume_continues_the_same_run(reach_data, tmp_path):
     common = ["experiment=debug", f"data.roots=[{reach_data}]", "steps=12", "save_every=4", "progress=false"]
-    _train([*common, f"out={tmp_path / 'straight'}"], tmp_path)
+    _train([*common, f"out={tmp_path / 'straight'}", "keep_last=2"], tmp_path)
+    ckpts = tmp_path / "straight/checkpoints"
+    assert sorted(p.name for p in ckpts.iterdir()) == ["000008", "000012", "last"]  # the newest 2 steps
+    assert not (ckpts / "000012/train_state").exists()  # deployable: weights, config, stats, deploy.yaml
+    check_checkpoint(ckpts / "000008")
+    assert (ckpts / "000012/model.safetensors").read_bytes() == (
+        ckpts / "last/model.safetensors"
+    ).read_bytes()
     first = _train([*common, f"out={tmp_path / 'split'}", "stop_after=6"], tmp_path)
     assert "resuming" not in first
     second = _train([*common, f"out={tmp_path / 'split'}"], tmp_path)
