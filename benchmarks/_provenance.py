@@ -3,6 +3,7 @@ and the wall time of the run that produced it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -22,6 +23,15 @@ def _git(*args: str) -> str:
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
+
+
+def code_version() -> str:
+    """The trees of the code that makes a checkpoint or an evaluation, plus any uncommitted diff of it: the
+    part of a cache key that says which code made the cached thing."""
+    dirs = ["vla", "policies", "training", "sim", "configs"]
+    trees = " ".join(_git("rev-parse", f"HEAD:{d}") for d in dirs)
+    diff = _git("diff", "HEAD", "--", *dirs)
+    return hashlib.sha1(f"{trees}\n{diff}".encode()).hexdigest()[:12]
 
 
 def _cpu_model() -> str:

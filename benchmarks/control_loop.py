@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 from _demos import DART, ensure_demos
-from _provenance import write_record
+from _provenance import code_version, write_record
 
 import sim  # noqa: F401  (GL backend before mujoco)
 from sim.env import EnvConfig, TabletopEnv
@@ -83,9 +83,9 @@ def _key(what: dict) -> str:
 
 def quick_checkpoint() -> Path:
     """The reach policy of the quick recipe, trained once and cached under a hash of what made it (demos:
-    task, count, DART noise; training: the overrides)."""
+    task, count, DART noise; training: the overrides and the code version)."""
     demo_spec = {"task": "reach", "dart": asdict(DART["reach"])}
-    recipe = {**demo_spec, "demos": QUICK_DEMOS, "overrides": QUICK_OVERRIDES}
+    recipe = {**demo_spec, "demos": QUICK_DEMOS, "overrides": QUICK_OVERRIDES, "code": code_version()}
     out = QUICK / _key(recipe)
     ckpt = out / "train" / "checkpoints" / "last"
     if (ckpt / "model.safetensors").is_file():

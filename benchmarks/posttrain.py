@@ -60,7 +60,6 @@ import json
 import math
 import multiprocessing
 import shutil
-import subprocess
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import redirect_stderr, redirect_stdout
@@ -70,7 +69,7 @@ from typing import Any
 
 from _credit_share import credit_shares
 from _demos import DART, ensure_demos
-from _provenance import provenance
+from _provenance import code_version, provenance
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -129,19 +128,6 @@ PHASES = {"tune": {"eval": 30_000, "rollout": 300_000}, "report": {"eval": 40_00
 
 
 # ---- keys -------------------------------------------------------------------------------------------------
-def _git(*args: str) -> str:
-    res = subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT, check=False)
-    return res.stdout.strip()
-
-
-def code_version() -> str:
-    """The trees of the code that makes a checkpoint or an evaluation, plus any uncommitted diff of it."""
-    dirs = ["vla", "policies", "training", "sim", "configs"]
-    trees = " ".join(_git("rev-parse", f"HEAD:{d}") for d in dirs)
-    diff = _git("diff", "HEAD", "--", *dirs)
-    return hashlib.sha1(f"{trees}\n{diff}".encode()).hexdigest()[:12]
-
-
 def key(*parts: Any) -> str:
     return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
