@@ -220,7 +220,7 @@ def main() -> None:
     sys.setswitchinterval(args.switch_interval_ms / 1000)  # the loop thread gets the GIL back quickly
 
     k = round(args.hz / args.policy_hz)
-    settings = resolve(ckpt, ExecutorConfig(horizon=args.horizon, interpolate=k))
+    settings = resolve(ckpt, DeployConfig(horizon=args.horizon, executor=ExecutorConfig(interpolate=k)))
     print(settings.describe())
     size = tuple(read_config(ckpt).get("image_size", (96, 96)))
     n = int(args.seconds * args.hz)

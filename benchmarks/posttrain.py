@@ -475,7 +475,7 @@ def main() -> None:
         f"env.task={args.task}",
         f"env.episodes={args.eval_episodes}",
         f"env.seed={phase['eval']}",
-        f"env.horizon={design['horizon']}",
+        f"deploy.horizon={design['horizon']}",
         "env.every=0",
         "loop.rounds=1",
         f"loop.rollout_episodes={design['rollouts']}",

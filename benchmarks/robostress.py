@@ -20,7 +20,7 @@ import sim  # noqa: F401
 from sim.evaluation import EvalConfig, evaluate
 from sim.robostress import SCENARIOS, StressConfig
 from vla.runtime.compensation import CompensationConfig
-from vla.runtime.config import DeployConfig, ExecutorConfig
+from vla.runtime.config import DeployConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -53,7 +53,7 @@ def main() -> None:
                     seed=40_000,
                     stress=StressConfig(scenario, args.severity),
                     deploy=DeployConfig(
-                        executor=ExecutorConfig(horizon=args.horizon),
+                        horizon=args.horizon,
                         compensation=CompensationConfig(enabled=comp),
                     ),
                     out=f"outputs/bench_robostress/{name}_{'on' if comp else 'off'}",

@@ -25,7 +25,7 @@ from _provenance import write_record
 
 import sim  # noqa: F401
 from sim.evaluation import EvalConfig, evaluate
-from vla.runtime.config import AsyncConfig, DeployConfig, ExecutorConfig, RTCConfig
+from vla.runtime.config import AsyncConfig, DeployConfig, RTCConfig
 
 
 def main() -> None:
@@ -46,7 +46,7 @@ def main() -> None:
         res = {}
         for rtc in (False, True):
             deploy = DeployConfig(
-                executor=ExecutorConfig(horizon=args.horizon),
+                horizon=args.horizon,
                 async_inference=AsyncConfig(enabled=True, simulated_delay=args.delay),
                 rtc=RTCConfig(enabled=rtc),
             )

@@ -28,7 +28,7 @@ from training.config import TrainConfig
 from training.loop import train
 from training.scripts.train import ConfigStore  # noqa: F401  (registers the train schema)
 from vla.hydra_utils import CONFIG_DIR
-from vla.runtime.config import DeployConfig, ExecutorConfig
+from vla.runtime.config import DeployConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -110,7 +110,7 @@ def main() -> None:
         episodes=args.eval_episodes,
         workers=2,
         seed=10_000,
-        deploy=DeployConfig(executor=ExecutorConfig(horizon=args.horizon or tcfg.env.horizon or 10)),
+        deploy=DeployConfig(horizon=args.horizon or tcfg.deploy.horizon or 10),
         out=str(out / "eval"),
         videos=3,
         env=EnvConfig(task=args.task, image_size=tuple(tcfg.policy["image_size"])),
@@ -126,7 +126,7 @@ def main() -> None:
         "budget_minutes": args.minutes,
         "steps": tcfg.steps,
         "steps_done": train_step(ckpt),
-        "horizon": args.horizon or tcfg.env.horizon or 10,
+        "horizon": args.horizon or tcfg.deploy.horizon or 10,
         "success": result.successes,
         "episodes": result.n,
         "success_rate": result.success_rate,

@@ -23,7 +23,7 @@ import sim  # noqa: F401
 from sim.evaluation import EvalConfig, evaluate
 from vla.checkpoint import read_config
 from vla.data.reader import iter_episodes
-from vla.runtime.config import DeployConfig, ExecutorConfig
+from vla.runtime.config import DeployConfig
 from vla.runtime.upcycling import UPCYCLING_FILE, UpcyclingConfig, calibration_from_actions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,7 +103,7 @@ def main() -> None:
                     workers=2,
                     seed=args.seed,
                     deploy=DeployConfig(
-                        executor=ExecutorConfig(horizon=H0.get(task, 10)),
+                        horizon=H0.get(task, 10),
                         upcycling=UpcyclingConfig(
                             enabled=up,
                             quantile=quantile[task] if up else 0.95,

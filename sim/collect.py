@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from sim.env import EnvConfig, TabletopEnv
+from sim.env import DEFAULT_IMAGE_SIZE, EnvConfig, TabletopEnv, with_task
 from sim.experts import ExpertNoise, ScriptedExpert
 from vla.data.schema import (
     ACTION,
@@ -23,7 +23,6 @@ from vla.data.schema import (
     image_key,
 )
 from vla.data.sidecar import read_sidecar
-from vla.data.writer import EpisodeWriter
 
 GIVE_UP_STEPS = 5  # control steps an expert that finished its plan without success goes on recording
 STATE_NAMES = [f"joint{i}" for i in range(1, 8)] + ["gripper"]
@@ -37,7 +36,7 @@ class CollectConfig:
     episodes: int = 10
     out: str = "data/pick_place"
     seed: int = 0
-    env: EnvConfig = field(default_factory=EnvConfig)
+    env: EnvConfig = field(default_factory=lambda: EnvConfig(image_size=DEFAULT_IMAGE_SIZE))  # task: task=
     noise: ExpertNoise = field(default_factory=ExpertNoise)
     source: str = "scripted"
     keep_failures: bool = True  # failed expert episodes are data too (flagged success=False)
@@ -50,6 +49,7 @@ class CollectConfig:
             raise ValueError(f"source={self.source!r} not in {SOURCES}")
         if self.episodes < 1:
             raise ValueError(f"episodes={self.episodes} must be >= 1")
+        self.env = with_task(self.env, self.task)
 
 
 def episode_spec(env: TabletopEnv, use_videos: bool = False) -> EpisodeSpec:
@@ -101,13 +101,15 @@ def collect(cfg: CollectConfig) -> tuple[int, int, Path]:
     """
     # The expert finishes its motion after the first success (no cut mid-move), so demos show the arm
     # settling at the goal: what a policy needs to learn to stop there.
-    env_cfg = EnvConfig(**{**vars(cfg.env), "task": cfg.task, "render": True, "terminate_on_success": False})
+    env_cfg = EnvConfig(**{**vars(cfg.env), "render": True, "terminate_on_success": False})
     env = TabletopEnv(env_cfg)
     expert = ScriptedExpert(env, cfg.noise, seed=cfg.seed)
     root = Path(cfg.out)
     spec = episode_spec(env, cfg.use_videos)
     if root.exists() and not cfg.resume:
         raise FileExistsError(f"{root} exists; pass resume=true to continue it or choose another out=")
+    from vla.data.writer import EpisodeWriter  # imports lerobot (~9 s): not for --help
+
     writer = EpisodeWriter(root, spec, resume=root.exists())
     done = writer.num_episodes
     if done:

@@ -12,10 +12,11 @@ import numpy as np
 from omegaconf import MISSING
 
 from hardware.profiles import PROFILES
-from sim.env import EnvConfig, TabletopEnv
+from sim.env import DEFAULT_IMAGE_SIZE, EnvConfig, TabletopEnv, with_task
 from sim.robostress import StressConfig, apply_stress
 from sim.robot import SimRobot
 from vla.checkpoint import read_config
+from vla.errors import InputError
 from vla.robot import Teleoperator
 from vla.runtime.config import DeployConfig
 from vla.runtime.deployment import deploy_checkpoint
@@ -47,16 +48,31 @@ class SimDeployConfig:
             raise ValueError("checkpoint=<folder> is required")
         if self.cond not in (None, 0, 1):
             raise ValueError(f"cond={self.cond} must be 0, 1 or null")
-        self.env = EnvConfig(**{**vars(self.env), "task": self.task})  # validates the task name
+        self.env = with_task(self.env, self.task)
         PROFILES.get(self.robot)  # raises with the registered names
 
 
-def match_policy_images[C: SimDeployConfig](cfg: C) -> C:
-    """Render at the image size the checkpoint's policy was trained on (``image_size`` in its config)."""
+def match_policy_images[C: SimDeployConfig](cfg: C) -> tuple[C, str | None]:
+    """Render at the image size the checkpoint's policy was trained on (``image_size`` in its config.yaml).
+
+    An unset ``env.image_size`` takes the checkpoint's (the returned line says so, e.g.
+    ``env.image_size=[96, 96] (checkpoint)``; None when the checkpoint's value did not decide), else 96 x 96.
+
+    Raises:
+        InputError: ``env.image_size`` was set to another size than the checkpoint's.
+    """
     size = read_config(cfg.checkpoint).get("image_size")
-    if size is not None and tuple(size) != tuple(cfg.env.image_size):
-        cfg = replace(cfg, env=replace(cfg.env, image_size=tuple(int(v) for v in size)))
-    return cfg
+    own = None if size is None else tuple(int(v) for v in size)
+    given = cfg.env.image_size
+    if given is not None and own is not None and tuple(given) != own:
+        raise InputError(
+            f"env.image_size={list(given)} differs from the checkpoint's image_size={list(own)} "
+            f"({cfg.checkpoint}/config.yaml), the size its policy reads: leave env.image_size unset"
+        )
+    if given is not None:
+        return cfg, None
+    cfg = replace(cfg, env=replace(cfg.env, image_size=own or DEFAULT_IMAGE_SIZE))
+    return cfg, None if own is None else f"env.image_size={list(own)} (checkpoint)"
 
 
 class SimDeployment:

@@ -8,7 +8,7 @@ state = 7 arm joint positions + the finger position.
 from __future__ import annotations
 
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import gymnasium as gym
@@ -21,16 +21,23 @@ from sim.rendering import CameraRenderer, speed_up_visuals
 from sim.robots.panda import PANDA, arm_qpos_adr, finger_qpos_adr, grip_site_name, wrist_camera_name
 from sim.scene import AGENTVIEW, base_scene
 from sim.tasks.base import OPEN, TASKS, Task
+from vla.errors import InputError
 
 CAMERAS = {"agentview": AGENTVIEW, "wrist": wrist_camera_name()}
+DEFAULT_IMAGE_SIZE = (96, 96)
 
 
 @dataclass
 class EnvConfig:
-    """Options of :class:`TabletopEnv` (every field also a Hydra override)."""
+    """Options of :class:`TabletopEnv` (every field also a Hydra override).
 
-    task: str = "pick_place"
-    image_size: tuple[int, int] = (96, 96)  # H, W
+    In ``vla-collect``, ``vla-eval`` and ``vla-rollout`` the task is the tool's ``task=`` (one source):
+    ``env.task`` stays unset there, and a different one is refused.
+    """
+
+    task: str | None = None  # the env's task (required by TabletopEnv); None in the tools' configs
+    # H, W; None: 96 x 96 (vla-eval / vla-rollout: the checkpoint's, the size its policy was trained on)
+    image_size: tuple[int, int] | None = None
     cameras: tuple[str, ...] = ("agentview", "wrist")
     control_hz: float = 10.0
     render: bool = True
@@ -39,14 +46,26 @@ class EnvConfig:
     instruction: int | None = None  # None: a random paraphrase per episode; int: a fixed one
 
     def __post_init__(self) -> None:
-        if self.task not in TASKS:
+        if self.task is not None and self.task not in TASKS:
             TASKS.get(self.task)  # raises with the list of tasks
         unknown = set(self.cameras) - set(CAMERAS)
         if unknown:
             raise ValueError(f"unknown camera(s) {sorted(unknown)}; available: {sorted(CAMERAS)}")
         if not 1.0 <= self.control_hz <= 100.0:
             raise ValueError(f"control_hz={self.control_hz} out of [1, 100]")
-        self.image_size = tuple(int(v) for v in self.image_size)  # type: ignore[assignment]
+        if self.image_size is not None:
+            self.image_size = tuple(int(v) for v in self.image_size)  # type: ignore[assignment]
+
+
+def with_task(env: EnvConfig, task: str) -> EnvConfig:
+    """``env`` on the tool's ``task=``, its one source: an ``env.task`` that names another is refused.
+
+    Raises:
+        InputError: ``env.task`` is set and differs from ``task``.
+    """
+    if env.task is not None and env.task != task:
+        raise InputError(f"env.task={env.task} differs from task={task}: set the task once, with task=<name>")
+    return EnvConfig(**{**vars(env), "task": task})  # validates the task name
 
 
 class TabletopEnv(gym.Env):
@@ -56,6 +75,10 @@ class TabletopEnv(gym.Env):
 
     def __init__(self, config: EnvConfig | None = None, **overrides) -> None:
         cfg = config or EnvConfig(**overrides)
+        if cfg.task is None:
+            raise ValueError("EnvConfig.task is required: name a task (vla-tasks lists them)")
+        if cfg.image_size is None:
+            cfg = replace(cfg, image_size=DEFAULT_IMAGE_SIZE)
         self.cfg = cfg
         self.task: Task = TASKS.get(cfg.task)()
         spec = base_scene()
@@ -122,6 +145,19 @@ class TabletopEnv(gym.Env):
         mujoco.mj_setState(self.model, self.data, np.asarray(state, dtype=np.float64), spec)
         mujoco.mj_forward(self.model, self.data)
 
+    def set_joints(self, q: np.ndarray) -> None:
+        """Puts the arm and the fingers at ``q`` [8] (7 joint positions, the finger position, as in
+        ``state``), at rest and commanded to stay; the objects keep their places."""
+        q = np.asarray(q, dtype=np.float64).reshape(-1)
+        if q.shape != (8,) or not np.all(np.isfinite(q)):
+            raise ValueError(f"joints must be 8 finite values (7 arm joints + finger), got {q.shape}")
+        fingers = finger_qpos_adr(self.model)
+        self.data.qpos[self._arm] = q[:7]
+        self.data.qpos[fingers] = [q[7], -q[7]][: len(fingers)]
+        self.data.qvel[self._dofs] = 0.0
+        self.data.ctrl[:8] = q
+        mujoco.mj_forward(self.model, self.data)
+
     def _obs(self) -> dict:
         obs: dict = {"state": self.joint_state(), "instruction": self.instruction}
         if self._renderer is not None:
@@ -149,6 +185,8 @@ class TabletopEnv(gym.Env):
             mujoco.mj_step(self.model, self.data)
         if options and "state" in options:  # exact restore of a recorded initial state (replay)
             self.set_state(np.asarray(options["state"]))
+        if options and "joints" in options:  # the robot at a recorded state [8], the task's scene as reset
+            self.set_joints(np.asarray(options["joints"]))
         self.steps = 0
         for f in self.command_filters:
             f.reset(np.r_[self.data.qpos[self._arm], self.data.ctrl[7]])

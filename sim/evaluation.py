@@ -7,7 +7,7 @@ worker picks it up, so results do not depend on ``workers``. Each worker holds o
 the control loop that also runs on hardware; this module only adds what evaluation needs (records,
 statistics, the report, videos and the pooled self-compensation model).
 
-The deployment values left unset (``deploy.executor.horizon``, ``cond``, ``guidance``, ``num_steps``) take
+The deployment values left unset (``deploy.horizon``, ``cond``, ``guidance``, ``num_steps``) take
 the checkpoint's defaults (:mod:`vla.runtime.defaults`), resolved once in the parent: the report's
 ``summary.deploy`` and a printed ``deploy: ...`` line say what ran and where each value came from.
 """
@@ -218,7 +218,7 @@ def resolve_deployment[C: SimDeployConfig](cfg: C) -> tuple[C, DeploySettings]:
     guidance, num_steps; :func:`vla.runtime.defaults.resolve`), so every worker runs the same values; and
     the settings, which say where each came from."""
     settings = resolve(
-        cfg.checkpoint, cfg.deploy.executor, cond=cfg.cond, guidance=cfg.guidance, num_steps=cfg.num_steps
+        cfg.checkpoint, cfg.deploy, cond=cfg.cond, guidance=cfg.guidance, num_steps=cfg.num_steps
     )
     resolved = replace(
         cfg,
@@ -292,9 +292,9 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
     """
     policy_type = check_checkpoint(cfg)
     cfg, settings = resolve_deployment(cfg)
+    cfg, size_note = match_policy_images(replace(cfg, out=str(cfg.out_dir.resolve())))  # workers write there
     if cfg.progress:
-        print(settings.describe(), flush=True)
-    cfg = match_policy_images(replace(cfg, out=str(cfg.out_dir.resolve())))  # workers write videos there
+        print("\n".join(filter(None, [settings.describe(), size_note])), flush=True)
     out = cfg.out_dir
     (out / VIDEO_DIR).mkdir(parents=True, exist_ok=True)
     for old in [*(out / VIDEO_DIR).glob("episode_*.mp4"), *(out / COMPENSATION_DIR).glob("worker_*")]:

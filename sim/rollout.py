@@ -25,7 +25,6 @@ from sim.teleop import SimulatedTeleop, TeleopConfig
 from sim.workers import run_episodes
 from vla.checks import check_dataset
 from vla.data.schema import IS_INTERVENTION
-from vla.data.writer import EpisodeWriter
 from vla.runtime.subscribers import FrameRecorder
 
 
@@ -145,9 +144,9 @@ def rollout(cfg: RolloutConfig) -> RolloutSummary:
     """
     check_checkpoint(cfg)
     cfg, settings = resolve_deployment(cfg)  # the checkpoint's defaults where cfg leaves a value unset
+    cfg, size_note = match_policy_images(cfg)
     if cfg.progress:
-        print(settings.describe(), flush=True)
-    cfg = match_policy_images(cfg)
+        print("\n".join(filter(None, [settings.describe(), size_note])), flush=True)
     root = Path(cfg.out)  # type: ignore[arg-type]
     if root.exists() and any(root.iterdir()) and not cfg.resume:
         raise FileExistsError(f"{root} exists; pass resume=true to append to it or choose another out=")
@@ -158,6 +157,8 @@ def rollout(cfg: RolloutConfig) -> RolloutSummary:
     probe = TabletopEnv(cfg.env)
     spec = episode_spec(probe)
     probe.close()
+    from vla.data.writer import EpisodeWriter  # imports lerobot (~9 s): not for --help
+
     writer = EpisodeWriter(root, spec, resume=root.exists() and any(root.iterdir()))
     pending: dict[int, RolloutEpisode] = {}
     s = RolloutSummary(root, 0, 0, 0, 0, 0, 0)

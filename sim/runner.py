@@ -11,7 +11,14 @@ from sim.evaluation import EvalConfig, evaluate
 from sim.rollout import RolloutConfig, rollout
 from sim.teleop import TeleopConfig
 from vla.evaluation import RUNNERS
-from vla.runtime.config import DeployConfig, ExecutorConfig
+from vla.runtime.config import DeployConfig
+
+
+def episode_limit(task: str) -> int | None:
+    """``task``'s episode step limit (at 10 Hz, as ``vla-tasks`` lists it); None: no such MuJoCo task."""
+    from sim.tasks import TASKS
+
+    return TASKS.get(task).max_steps if task in TASKS else None
 
 
 @RUNNERS.register("sim")
@@ -32,7 +39,7 @@ class SimRunner:
         self.seed, self.out, self.videos = seed, Path(out), videos
 
     def _deploy(self) -> DeployConfig:
-        return DeployConfig(executor=ExecutorConfig(horizon=self.horizon))
+        return DeployConfig(horizon=self.horizon)
 
     def run(self, checkpoint: Path, step: int) -> dict[str, float]:
         result = evaluate(

@@ -20,6 +20,7 @@ from typing import Any
 
 from training.config import TrainConfig
 from training.loop import Trainer, env_runner
+from training.run_folder import run_dir, with_run_folder
 from vla.data.sidecar import read_sidecar
 from vla.errors import InputError
 from vla.lock import folder_lock
@@ -75,15 +76,36 @@ def closed_loop(cfg: TrainConfig) -> Path:
     """Run ``cfg.loop.rounds`` rounds from ``cfg.init_from``; returns the last round's checkpoint.
 
     Holds ``cfg.out``'s folder lock throughout: a second run on the same folder is refused by name."""
+    cfg = with_run_folder(cfg)  # out=None: a new folder of its own
+    with folder_lock(run_dir(cfg), "closed-loop post-training"):
+        return run_rounds(cfg)
+
+
+def rollouts_folder(cfg: TrainConfig, r: int) -> Path:
+    """Where round ``r``'s rollouts live: ``loop.rollouts_dir`` (``{round}`` replaced), else in ``<out>``."""
+    d = cfg.loop.rollouts_dir
+    return Path(d.format(round=r)) if d else run_dir(cfg) / f"round_{r}" / "rollouts"
+
+
+def round_config(cfg: TrainConfig, r: int, init_from: str | Path) -> TrainConfig:
+    """Round ``r``'s training run: from ``init_from`` on ``data.roots`` and rounds 1..r's rollouts, in
+    ``<out>/round_<r>/train`` (a rerun builds the same config, so an interrupted round resumes)."""
+    roots = [*cfg.data.roots, *(str(rollouts_folder(cfg, i)) for i in range(1, r + 1))]
+    return dataclasses.replace(
+        cfg,
+        init_from=str(Path(init_from)),
+        out=str(run_dir(cfg) / f"round_{r}" / "train"),
+        data=dataclasses.replace(cfg.data, roots=roots),
+        loop=dataclasses.replace(cfg.loop, rounds=0),
+    )
+
+
+def run_rounds(cfg: TrainConfig) -> Path:
+    """The rounds, in ``cfg.out`` (whose folder lock the caller holds)."""
     if not cfg.init_from:
         raise ValueError("loop.rounds > 0 post-trains a base policy: set init_from=<checkpoint folder>")
-    with folder_lock(cfg.out, "closed-loop post-training"):
-        return _rounds(cfg)
-
-
-def _rounds(cfg: TrainConfig) -> Path:
     loop = cfg.loop
-    out = Path(cfg.out)
+    out = run_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     runner = _runner(cfg, out)
     report = out / "rounds.json"
@@ -96,12 +118,8 @@ def _rounds(cfg: TrainConfig) -> Path:
             base = runner.run(ckpt, 0)
         rounds.append({"round": 0, "checkpoint": str(ckpt), **base})
         report.write_text(json.dumps(rounds, indent=2))
-    roots = list(cfg.data.roots)
     for r in range(1, loop.rounds + 1):
-        rollouts = (
-            Path(loop.rollouts_dir.format(round=r)) if loop.rollouts_dir else out / f"round_{r}" / "rollouts"
-        )
-        roots.append(str(rollouts))
+        rollouts = rollouts_folder(cfg, r)
         done = next((x for x in rounds if x["round"] == r), None)
         if done is not None:  # finished in an earlier, interrupted run
             ckpt = Path(done["checkpoint"])
@@ -114,14 +132,7 @@ def _rounds(cfg: TrainConfig) -> Path:
             seed=loop.rollout_seed + r * loop.rollout_episodes,
             teleop=dict(loop.teleop),
         )
-        round_cfg = dataclasses.replace(
-            cfg,
-            init_from=str(ckpt),
-            out=str(out / f"round_{r}" / "train"),
-            data=dataclasses.replace(cfg.data, roots=list(roots)),
-            loop=dataclasses.replace(loop, rounds=0),
-        )
-        trainer = Trainer(round_cfg)
+        trainer = Trainer(round_config(cfg, r, ckpt))
         ckpt = trainer.run()
         metrics = trainer.last_metrics or runner.run(ckpt, r)
         rounds.append({"round": r, "checkpoint": str(ckpt), **trainer.prepared, **metrics})

@@ -15,18 +15,25 @@ class EvalDuringTraining:
 
     runner: str | None = None  # "sim": MuJoCo episodes through the shared runtime
     module: str = "sim.runner"  # imported to register the runner (training never imports sim directly)
-    task: str = "pick_place"
+    task: str | None = None  # None: the data's task (training/presets.py)
     episodes: int = 10
     every: int = 0  # steps between evaluations; 0 = only at the end
     workers: int = 2
-    # executed actions per chunk, here and wherever the checkpoint deploys unless told otherwise (its
-    # deploy.yaml, vla.runtime.defaults); None: post-training keeps its base checkpoint's, else whole chunks
-    horizon: int | None = None
     seed: int = 1000  # evaluation seeds differ from the (0-based) collection seeds
+
+
+@dataclass
+class TrainDeployConfig:
+    """How the trained checkpoint deploys unless told otherwise (its ``deploy.yaml``,
+    :mod:`vla.runtime.defaults`); the evaluations during training deploy it so too."""
+
+    # executed actions per chunk (``deploy.horizon``, as in vla-eval and vla-rollout); None: post-training
+    # keeps its base checkpoint's, else whole chunks
+    horizon: int | None = None
 
     def __post_init__(self) -> None:
         if self.horizon is not None and self.horizon < 1:
-            raise ValueError(f"env.horizon={self.horizon} must be >= 1 (or null)")
+            raise ValueError(f"deploy.horizon={self.horizon} must be >= 1 (or null)")
 
 
 @dataclass
@@ -56,15 +63,31 @@ class LoopConfig:
 
 
 @dataclass
+class WandbConfig:
+    """Optional Weights & Biases logging (off by default; ``pip install wandb``): the TensorBoard scalars,
+    mirrored (``sync_tensorboard``)."""
+
+    enable: bool = False
+    project: str = "vla"
+    mode: str = "online"  # online | offline | disabled (wandb.init's mode)
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("online", "offline", "disabled"):
+            raise ValueError(f"wandb.mode={self.mode!r}: use online, offline or disabled")
+
+
+@dataclass
 class TrainConfig:
     policy: Any = field(default_factory=lambda: {"type": "flow_matching"})  # fields of the policy's config
     algo: Any = field(default_factory=lambda: {"name": "sft"})  # name + algorithm-specific fields
     optim: OptimConfig = field(default_factory=OptimConfig)
     data: DataConfig = field(default_factory=DataConfig)
     env: EvalDuringTraining = field(default_factory=EvalDuringTraining)
+    deploy: TrainDeployConfig = field(default_factory=TrainDeployConfig)
     ema: EMAConfig = field(default_factory=EMAConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
-    out: str = "outputs/train"
+    # the run's folder; None: a new one per run, outputs/train/<date>/<time>_<experiment> (run_folder.py)
+    out: str | None = None
     init_from: str | None = None  # post-training: start from this checkpoint (its config, stats, EMA weights)
     post_training: bool = False  # set by the posttrain_* presets: init_from is required (no fresh model)
     steps: int = 1000
@@ -80,13 +103,19 @@ class TrainConfig:
     keep_last: int = (
         3  # step checkpoints kept beside last (checkpoints/<step>/, deployable, no resume state); 0: none
     )
-    resume: bool = True  # continue from <out>/checkpoints/last when it exists
+    # true: continue <out>/checkpoints/last when it exists and was trained with the same config (up to
+    # training.run_folder.NOT_THE_RESULT), refuse when it differs; false: start over in <out>
+    resume: bool = True
     progress: bool = True
+    wandb: WandbConfig = field(default_factory=WandbConfig)
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1:
             raise ValueError(f"steps={self.steps} and batch_size={self.batch_size} must be >= 1")
         if "type" not in self.policy:
             raise ValueError("policy.type is missing (e.g. policy=flow_matching)")
+        # configs/policy/*.yaml list every field of the policy's config class (policy.<field>=v needs no
+        # +); null there: the class's own default
+        self.policy = {k: v for k, v in dict(self.policy).items() if v is not None}
         if "name" not in self.algo:
             raise ValueError("algo.name is missing (e.g. algo=sft)")

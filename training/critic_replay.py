@@ -7,6 +7,7 @@ features it reads (``policy/``), so it is self-contained.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,16 @@ def critic_labels(dataset: str | Path, critic_dir: str | Path, progress: bool = 
     cameras = list(getattr(getattr(policy, "config", None), "cameras", None) or meta.get("cameras", []))
     chunk = int(getattr(policy, "chunk_size", 0) or meta.get("chunk_size", 1))
     data = ChunkDataset(DataConfig(roots=[str(dataset)], random_shift=0), cameras, chunk, progress=progress)
+    episodes = data.episodes
+    unknown = sum(m.success is None for m in episodes)
+    if unknown:  # a plain LeRobot dataset without outcomes: the values need none, the targets one
+        print(
+            f"{dataset}: success unknown for {unknown} episode(s) (no next.success / next.reward column): "
+            "their advantages near the end are computed as for failures; the values are the critic's own"
+        )
+        data.episodes = [dataclasses.replace(m, success=bool(m.success)) for m in episodes]
     critic = CRITICS.get(meta["type"])(cfg, data, policy, progress=progress)
+    data.episodes = episodes  # the plots say "outcome unknown"
     load_critic_weights(critic, critic_dir).eval()
     with torch.no_grad():
         labels = critic.label()
@@ -70,8 +80,9 @@ def plot_credit(
         ax2.axhline(0, color="tab:green", lw=0.5, ls=":")
         ax2.set_ylabel("advantage", color="tab:green")
         meta = data.episodes[e]
+        outcome = {True: "success", False: "failure", None: "outcome unknown"}[meta.success]
         ax.set_title(
-            f"episode {meta.episode_index} ({meta.source}): {'success' if meta.success else 'failure'}"
+            f"episode {meta.episode_index} ({meta.source}): {outcome}"
             + (f", {int(human.sum())} human frames (shaded)" if human.any() else ""),
             fontsize=9,
         )
@@ -101,7 +112,8 @@ def replay_through_critic(dataset: str, critic: str, out: str | None, episodes: 
     path = Path(out or Path(critic) / "credit.png")
     plot_credit(data, labels, path, episodes)
     v = labels["value"]
-    ok = torch.tensor([m.success for m in data.episodes])[data.episode_id]
-    if ok.any() and (~ok).any():
-        print(f"mean value: success {float(v[ok].mean()):.3f}, failure {float(v[~ok].mean()):.3f}")
+    ok = torch.tensor([m.success is True for m in data.episodes])[data.episode_id]
+    failed = torch.tensor([m.success is False for m in data.episodes])[data.episode_id]
+    if ok.any() and failed.any():
+        print(f"mean value: success {float(v[ok].mean()):.3f}, failure {float(v[failed].mean()):.3f}")
     return path

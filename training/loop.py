@@ -13,6 +13,7 @@ import random
 import shutil
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,18 @@ import policies  # noqa: F401  (registers the policies)
 from hardware.profiles import PROFILES
 from training.algorithms import ALGORITHMS
 from training.config import TrainConfig
-from training.data import ChunkDataset
+from training.data import ChunkDataset, check_labels, check_policy_inputs, with_data_dims
 from training.ema import EMA
+from training.presets import resolve_task
+from training.run_folder import (
+    LazyScalars,
+    check_resume,
+    check_wandb,
+    run_dir,
+    run_log,
+    start_wandb,
+    with_run_folder,
+)
 from vla.batch import to_device
 from vla.checkpoint import (
     STATS_FILE,
@@ -68,14 +79,15 @@ def env_runner(cfg: TrainConfig, out: Path) -> EnvRunner:
         task=e.task,
         episodes=e.episodes,
         workers=e.workers,
-        horizon=e.horizon,
+        horizon=cfg.deploy.horizon,
         seed=e.seed,
         out=str(out / "eval"),
     )
 
 
 def check_inputs(cfg: TrainConfig) -> None:
-    """The cheap checks of every input (``data.roots``, ``init_from``) before any work or output folder.
+    """The cheap checks of every input (``data.roots``, ``init_from``, the ``out=`` folder's run when it
+    holds one, ``wandb``) before any work or output folder.
 
     Raises:
         InputError: One line naming the file, the episode or field, and what to do.
@@ -85,10 +97,31 @@ def check_inputs(cfg: TrainConfig) -> None:
             "a post-training preset needs the checkpoint it post-trains: pass init_from=<checkpoint> "
             "(post_training=false trains a fresh model with this algorithm)"
         )
-    for root in cfg.data.roots:
-        check_dataset(root, profiles=PROFILES)  # a named robot's data is held to its joint ranges
+    if not cfg.data.roots and not cfg.data.repo_id and cfg.loop.rounds == 0:
+        raise InputError("data.roots is empty: pass data.roots=[<dataset folder>,...] or data.repo_id=<id>")
+    for root in cfg.data.resolved_roots():  # data.roots and data.repo_id's folder (data.keys: its names)
+        check_dataset(root, profiles=PROFILES, state_key=cfg.data.keys.state, action_key=cfg.data.keys.action)
+    resolve_task(cfg)  # env.task and the critic's t_max from the data where unset (training/presets.py)
+    if cfg.loop.rounds > 0 and not cfg.init_from:
+        raise InputError("loop.rounds > 0 post-trains a base policy: set init_from=<checkpoint folder>")
     if cfg.init_from:
         check_checkpoint(cfg.init_from)
+    check_policy_inputs(cfg.data, cfg.policy, cfg.init_from)  # its cameras and sizes in every dataset
+    outcomes, takeovers = ALGORITHMS.get(cfg.algo["name"]).label_needs(dict(cfg.algo))
+    if cfg.data.only_success:
+        check_labels(cfg.data, "data.only_success=true", success=True, takeovers=False)
+    # (closed-loop rounds collect their takeovers: only the given data must hold the outcomes)
+    check_labels(
+        cfg.data, f"algo={cfg.algo['name']}", success=outcomes, takeovers=takeovers and not cfg.loop.rounds
+    )
+    check_wandb(cfg)
+    if cfg.out is not None:  # resume only the same run (a closed loop: its first round's training run)
+        first_round = None
+        if cfg.loop.rounds > 0 and cfg.init_from:
+            from training.closed_loop import round_config
+
+            first_round = round_config(cfg, 1, cfg.init_from)
+        check_resume(cfg, first_round)
 
 
 def _first_non_finite(tensors: dict[str, torch.Tensor]) -> str | None:
@@ -109,6 +142,7 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 
 class Trainer:
     def __init__(self, cfg: TrainConfig, *, inputs_checked: bool = False) -> None:
+        cfg = with_run_folder(cfg)  # out=None: a new folder of its own
         if not inputs_checked:
             check_inputs(cfg)  # before anything is read for real or written
         self.cfg = cfg
@@ -116,7 +150,7 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
         random.seed(cfg.seed)
-        self.out = Path(cfg.out)
+        self.out = run_dir(cfg)
         self.last = self.out / "checkpoints" / "last"
         state = self._resume_state() if cfg.resume and self.last.exists() else None
         spec = dict(cfg.policy)
@@ -126,6 +160,7 @@ class Trainer:
         policy_cameras = spec.get("cameras", ["agentview", "wrist"])
         chunk = spec.get("chunk_size", 50)
         self.data = ChunkDataset(cfg.data, policy_cameras, chunk, progress=cfg.progress)
+        spec = spec if cfg.init_from else with_data_dims(spec, self.data)  # a fresh model: the data's sizes
         if state:
             stats = load_stats(self.last / STATS_FILE)
         elif cfg.init_from:
@@ -141,7 +176,13 @@ class Trainer:
         self.upcycling = self._calibrate_upcycling(cfg.control_hz)
         self.deploy_horizon = self._deploy_horizon(int(self.policy.chunk_size))
         self.algo = algo_cls(self.policy, cfg.optim, cfg.steps, seed=cfg.seed, config=params)
-        self.prepared = self.algo.prepare(self.data, self.out, progress=cfg.progress)
+        self.wandb = start_wandb(cfg, self.out)  # None unless wandb.enable; before any SummaryWriter
+        critic_tb = LazyScalars(self.out / "tb" / "critic")  # a critic's fitting, beside the policy's scalars
+        self.algo.scalars = critic_tb
+        try:
+            self.prepared = self.algo.prepare(self.data, self.out, progress=cfg.progress)
+        finally:
+            critic_tb.close()
         if self.prepared:
             print("credit: " + ", ".join(f"{k}={v:.3g}" for k, v in self.prepared.items()))
         self.ema = EMA(self.policy, cfg.ema.decay) if cfg.ema.enabled else None
@@ -191,16 +232,16 @@ class Trainer:
             return None
 
     def _deploy_horizon(self, chunk_size: int) -> int | None:
-        """The execution horizon the checkpoint deploys with: ``env.horizon`` (the preset's evaluation
+        """The execution horizon the checkpoint deploys with: ``deploy.horizon`` (the preset's evaluation
         horizon), else the base checkpoint's when post-training; None: the whole chunk, which is also what a
         horizon longer than the policy's chunks amounts to."""
-        h = self.cfg.env.horizon
+        h = self.cfg.deploy.horizon
         if h is None and self.cfg.init_from:
             base = DeployDefaults.load(self.cfg.init_from)
             h = None if base is None else base.horizon
         if h is not None and h > chunk_size:
             print(
-                f"env.horizon={h} is longer than the policy's chunks (H={chunk_size}): deploys whole chunks"
+                f"deploy.horizon={h} is longer than the policy's chunks (H={chunk_size}): deploys whole ones"
             )
             return None
         return h
@@ -344,6 +385,8 @@ class Trainer:
         finally:
             bar.close()
             writer.close()
+            if self.wandb is not None:
+                self.wandb.finish()
         return self.last
 
     def _stopped(self, step: int, exc: NonFiniteError) -> NonFiniteError:
@@ -358,13 +401,30 @@ class Trainer:
         )
 
 
-def train(cfg: TrainConfig) -> Path:
+def train(
+    cfg: TrainConfig,
+    *,
+    experiment: str | None = None,
+    job: int | None = None,
+    record: Callable[[Path], None] | None = None,
+) -> Path:
     """Train (or resume) and return the final checkpoint folder; ``loop.rounds > 0`` runs closed-loop
-    rounds (rollouts -> critic -> post-training -> evaluation) instead."""
-    check_inputs(cfg)  # a refused input leaves nothing behind: no folder, no lock file
-    if cfg.loop.rounds > 0:
-        from training.closed_loop import closed_loop
+    rounds (rollouts -> critic -> post-training -> evaluation) instead.
 
-        return closed_loop(cfg)  # each round's Trainer checks its inputs again, the new rollouts included
-    with folder_lock(cfg.out, "training"):  # two runs in one folder would overwrite each other's checkpoints
+    ``out=None`` trains in a new folder named after ``experiment`` (else the algorithm) and the sweep's
+    ``job`` (:func:`training.run_folder.default_out`). ``record(out)`` writes more files there once every
+    check passed (``vla-train``: Hydra's ``.hydra/``); ``<out>/train.log`` gets what the run prints.
+    """
+    cfg = with_run_folder(cfg, experiment, job)
+    check_inputs(cfg)  # a refused input (or another run's folder) leaves nothing behind: no folder, no lock
+    out, rounds = run_dir(cfg), cfg.loop.rounds > 0
+    what = "closed-loop post-training" if rounds else "training"
+    with folder_lock(out, what), run_log(out):  # two runs in one folder would overwrite each other's files
+        print(f"run folder: {out}")
+        if record is not None:
+            record(out)
+        if rounds:
+            from training.closed_loop import run_rounds
+
+            return run_rounds(cfg)  # each round's Trainer checks its inputs again, the new rollouts included
         return Trainer(cfg, inputs_checked=True).run()

@@ -37,8 +37,9 @@ import yaml
 
 from vla.data.errors import DatasetError
 from vla.data.layout import chunk_file_of, data_files, fixed_list_to_numpy
-from vla.data.ranges import CHECKED_KEYS, ValueCheck
-from vla.data.sidecar import read_sidecar_raw
+from vla.data.ranges import ValueCheck
+from vla.data.schema import ACTION, STATE
+from vla.data.sidecar import is_vla_dataset, read_sidecar_raw
 from vla.data.validate import (
     FINITE_KEYS,
     ValidationReport,
@@ -67,8 +68,17 @@ STATS_FILE = "stats.safetensors"
 
 
 # ---- datasets --------------------------------------------------------------------------------------------
-def check_dataset(root: str | Path, *, resuming: bool = False, profiles: Any = None) -> ValidationReport:
-    """The cheap checks of a LeRobotDataset v3 folder written by :class:`vla.data.writer.EpisodeWriter`.
+def check_dataset(
+    root: str | Path,
+    *,
+    resuming: bool = False,
+    profiles: Any = None,
+    state_key: str = STATE,
+    action_key: str = ACTION,
+) -> ValidationReport:
+    """The cheap checks of a LeRobotDataset v3 folder written by :class:`vla.data.writer.EpisodeWriter`, or
+    of a plain one written by lerobot (no ``meta/vla_spec.json``, no sidecar): then only ``state_key`` and
+    ``action_key`` are required and the sidecar check is skipped; every other check runs.
 
     Args:
         root: Dataset root.
@@ -77,6 +87,8 @@ def check_dataset(root: str | Path, *, resuming: bool = False, profiles: Any = N
             it): check only the committed episodes.
         profiles: Robot profiles for info.json's ``robot_type``: a registry, or the name of a module holding
             one as ``PROFILES`` (e.g. ``"hardware.profiles"``); None: no profile, the outlier rule only.
+        state_key: The feature read as ``observation.state`` (``data.keys.state`` of ``vla-train``).
+        action_key: The feature read as ``action`` (``data.keys.action``).
 
     Returns:
         A :class:`~vla.data.validate.ValidationReport` (episodes, frames, features).
@@ -92,14 +104,14 @@ def check_dataset(root: str | Path, *, resuming: bool = False, profiles: Any = N
         f"(full report: python -m vla.data.validate {root})"
     )
     try:
-        return _check_dataset(root, resuming, profiles)
+        return _check_dataset(root, resuming, profiles, (state_key, action_key))
     except DatasetError as exc:
         raise DatasetError(f"{exc}; {fix}") from exc
     except (OSError, ValueError, TypeError, KeyError, IndexError, pa.ArrowException) as exc:  # unforeseen
         raise DatasetError(f"{root}: unexpected content ({type(exc).__name__}: {exc}); {fix}") from exc
 
 
-def _check_dataset(root: Path, resuming: bool, profiles: Any) -> ValidationReport:
+def _check_dataset(root: Path, resuming: bool, profiles: Any, keys: tuple[str, str]) -> ValidationReport:
     info_path = root / INFO_FILE
     try:
         info, features = _load_info(info_path)
@@ -107,7 +119,9 @@ def _check_dataset(root: Path, resuming: bool, profiles: Any) -> ValidationRepor
         if not (resuming and (root / INFO_BACKUP_FILE).exists()):
             raise
         info, features = _load_info(root / INFO_BACKUP_FILE)  # a torn info.json: the writer restores it
-    _check_features(info_path, features, _load_spec(root))
+    spec = _load_spec(root)
+    ours = spec is not None or is_vla_dataset(root)
+    _check_features(info_path, features, spec, ours=ours, state_key=keys[0], action_key=keys[1])
     rows = _episode_rows(root, skip_unreadable=resuming)
     if resuming:  # only what the sidecar committed; the writer drops the rest before appending
         records = read_sidecar_raw(root)[0]
@@ -120,7 +134,7 @@ def _check_dataset(root: Path, resuming: bool, profiles: Any) -> ValidationRepor
     referenced = {(int(r["data/chunk_index"]), int(r["data/file_index"])) for r in rows}
     seen: set[int] = set()
     num_frames = 0
-    values = ValueCheck(features, info.get("robot_type"), profiles)
+    values = ValueCheck(features, info.get("robot_type"), profiles, checked=keys)
     for path in data_files(root):
         if chunk_file_of(path) in referenced:
             num_frames += _check_data_columns(path, features, int(info["fps"]), rows_by_ep, seen, values)
@@ -159,7 +173,7 @@ def _check_data_columns(
     pf = _parquet_file(path, "data file")
     try:
         _check_columns(path, pf.schema_arrow.names, features)
-        finite = [k for k in FINITE_KEYS if k in features]
+        finite = [k for k in dict.fromkeys((*FINITE_KEYS, *values.checked)) if k in features]
         try:
             table = pf.read(columns=["episode_index", "frame_index", "timestamp", *finite])
         except (OSError, pa.ArrowException) as e:
@@ -178,7 +192,7 @@ def _check_data_columns(
                 f"{features[key].get('shape')})"
             )
         _check_finite(path, key, column, ep_col, frame_idx)
-        if key in CHECKED_KEYS:
+        if key in values.checked:
             values.add(path, key, column[committed], ep_col[committed], frame_idx[committed])
     timestamps = table.column("timestamp").to_numpy()
     _check_frames(path, ep_col, frame_idx, timestamps, fps, rows_by_ep, seen)

@@ -31,3 +31,10 @@ def make_runner(name: str, module: str, **kwargs: Any) -> EnvRunner:
     """Import ``module`` (which registers runners) and build the runner ``name``."""
     importlib.import_module(module)
     return RUNNERS.get(name)(**kwargs)
+
+
+def episode_limit(module: str, task: str) -> int | None:
+    """The step limit of ``task`` in the simulator whose ``module`` registers the env runners (its
+    ``episode_limit(task)``); None when the module has no such task."""
+    limit = getattr(importlib.import_module(module), "episode_limit", None)
+    return None if limit is None else limit(task)

@@ -73,8 +73,8 @@ class FlowMatchingConfig:
             raise ValueError(f"keypoints={self.keypoints} must be >= 0")
         if self.inference_cond not in (None, 0, 1):
             raise ValueError(f"inference_cond={self.inference_cond} must be 0, 1 or null")
-        if len(self.image_size) != 2 or not self.cameras:
-            raise ValueError("image_size must be [H, W] and cameras non-empty")
+        if len(self.image_size) != 2:  # cameras may be empty: a state-only policy (state + instruction)
+            raise ValueError("image_size must be [H, W]")
 
 
 def debug_config(**overrides) -> FlowMatchingConfig:

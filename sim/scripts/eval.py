@@ -1,5 +1,7 @@
 """``vla-eval checkpoint=<dir> task=<name> episodes=<n>``: closed-loop success rate of a policy checkpoint."""
 
+import sys
+
 import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
@@ -7,7 +9,7 @@ from omegaconf import DictConfig
 from sim.evaluation import EvalConfig, evaluate
 from sim.scripts import CONFIG_DIR
 from vla.errors import exit_on_refusal
-from vla.hydra_utils import typed_config
+from vla.hydra_utils import refuse_renamed, typed_config
 
 ConfigStore.instance().store(name="eval_schema", node=EvalConfig)
 
@@ -29,6 +31,8 @@ def _run(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    with exit_on_refusal():
+        refuse_renamed(sys.argv[1:])  # an old spelling of a renamed key: one line naming the new one
     _run()
 
 

@@ -1,6 +1,8 @@
 """``vla-rollout checkpoint=<dir> task=<name> episodes=<n> out=<dir>``: policy rollouts with a simulated
 teleoperator taking over (HG-DAgger style), recorded as a LeRobotDataset v3."""
 
+import sys
+
 import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
@@ -8,7 +10,7 @@ from omegaconf import DictConfig
 from sim.rollout import RolloutConfig, rollout
 from sim.scripts import CONFIG_DIR
 from vla.errors import exit_on_refusal
-from vla.hydra_utils import typed_config
+from vla.hydra_utils import refuse_renamed, typed_config
 
 ConfigStore.instance().store(name="rollout_schema", node=RolloutConfig)
 
@@ -24,6 +26,8 @@ def _run(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    with exit_on_refusal():
+        refuse_renamed(sys.argv[1:])  # an old spelling of a renamed key: one line naming the new one
     _run()
 
 

@@ -31,7 +31,7 @@ from sim.robot import SimRobot
 from sim.teleop_devices import PandaEEMap, make_device_teleoperator
 from vla.data.schema import ACTION, IS_INTERVENTION, POLICY_ACTION, STATE, image_key
 from vla.robot import CameraSpec
-from vla.runtime.config import DeployConfig, ExecutorConfig
+from vla.runtime.config import DeployConfig
 from vla.runtime.loop import run_episode
 from vla.runtime.safety import SafetyConfig
 from vla.runtime.stack import build_stack
@@ -236,9 +236,7 @@ def toward(target: np.ndarray, step: float = 0.05):
 
 
 def stack_for(sample, safety: str = "hold"):
-    cfg = DeployConfig(
-        executor=ExecutorConfig(horizon=5), safety=SafetyConfig(mode=safety, stale_after_s=1.0)
-    )
+    cfg = DeployConfig(horizon=5, safety=SafetyConfig(mode=safety, stale_after_s=1.0))
     return build_stack(cfg, sample, profile=PANDA, chunk_size=CHUNK)
 
 

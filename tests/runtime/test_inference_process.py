@@ -13,7 +13,7 @@ from dummy_policy import HomePolicy  # noqa: E402
 from toy_robot import ToyRobot  # noqa: E402
 
 from vla.runtime import PolicyRunner  # noqa: E402
-from vla.runtime.config import AsyncConfig, DeployConfig, ExecutorConfig  # noqa: E402
+from vla.runtime.config import AsyncConfig, DeployConfig  # noqa: E402
 from vla.runtime.inference_process import InferenceProcess  # noqa: E402
 from vla.runtime.loop import run_episode  # noqa: E402
 from vla.runtime.safety import SafetyConfig  # noqa: E402
@@ -45,7 +45,7 @@ def test_the_worker_samples_what_the_policy_samples_in_process(ckpt):
 def test_a_dead_worker_makes_the_robot_hold(ckpt):
     server = InferenceProcess(str(ckpt), imports=["dummy_policy"])
     deploy = DeployConfig(
-        executor=ExecutorConfig(horizon=2),
+        horizon=2,
         async_inference=AsyncConfig(enabled=True),
         safety=SafetyConfig(mode="hold", stale_after_s=10.0),
     )

@@ -30,7 +30,7 @@ def goal_policy(goal=(1.0, -1.0), calls=None):
 
 
 def stack(sample, **deploy):
-    cfg = DeployConfig(executor=ExecutorConfig(horizon=2), **deploy)
+    cfg = DeployConfig(horizon=2, **deploy)
     return build_stack(cfg, sample, profile=PROFILE, chunk_size=4)
 
 
@@ -110,7 +110,7 @@ def test_interpolation_runs_a_slower_policy_on_a_faster_loop():
         calls.append(1)
         return np.stack([np.r_[0.1 * (len(calls) * 2 + i), 0.0, 0.0] for i in range(4)])
 
-    cfg = DeployConfig(executor=ExecutorConfig(horizon=2, interpolate=5))
+    cfg = DeployConfig(horizon=2, executor=ExecutorConfig(interpolate=5))
     s = build_stack(cfg, ramp, profile=PROFILE, chunk_size=4)
     rec = FrameRecorder(cameras=[])
     run_episode(ToyRobot(max_steps=20, goal=(9.0, 9.0)), s, subscribers=[rec])

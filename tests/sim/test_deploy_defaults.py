@@ -19,7 +19,7 @@ from sim.collect import CollectConfig, collect
 from sim.env import EnvConfig
 from sim.evaluation import EvalConfig, evaluate
 from sim.tasks.reach import Reach
-from training.config import EvalDuringTraining, TrainConfig
+from training.config import EvalDuringTraining, TrainConfig, TrainDeployConfig
 from training.data import DataConfig
 from training.loop import Trainer
 from vla.errors import InputError
@@ -33,7 +33,7 @@ CHUNK = 8  # the debug policy's H
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """Two SFT steps of the debug policy on three reach demos, with the preset's horizon ``env.horizon=3``
+    """Two SFT steps of the debug policy on three reach demos, with the preset's horizon ``deploy.horizon=3``
     (evaluation during training off); returns (demos, checkpoint)."""
     tmp = tmp_path_factory.mktemp("defaults")
     demos = tmp / "demos"
@@ -45,7 +45,8 @@ def trained(tmp_path_factory):
     cfg = TrainConfig(
         policy=asdict(debug_config()),
         data=DataConfig(roots=[str(demos)], random_shift=0),
-        env=EvalDuringTraining(runner=None, horizon=3),
+        env=EvalDuringTraining(runner=None),
+        deploy=TrainDeployConfig(horizon=3),
         out=str(tmp / "sft"),
         steps=2,
         batch_size=4,
@@ -75,7 +76,8 @@ def test_post_training_keeps_the_base_horizon_unless_its_preset_sets_one(trained
     def post(out, horizon):
         cfg = TrainConfig(
             data=DataConfig(roots=[str(demos)], random_shift=0),
-            env=EvalDuringTraining(runner=None, horizon=horizon),
+            env=EvalDuringTraining(runner=None),
+            deploy=TrainDeployConfig(horizon=horizon),
             init_from=str(ckpt),
             out=str(out),
             steps=1,
@@ -110,13 +112,14 @@ def test_vla_eval_without_deploy_arguments_runs_the_checkpoint_horizon(trained, 
 
 def test_an_explicit_argument_wins_even_when_it_equals_a_default(trained, tmp_path):
     _, ckpt = trained
-    deploy = DeployConfig(executor=ExecutorConfig(horizon=CHUNK))  # = the whole chunk, the built-in default
+    deploy = DeployConfig(horizon=CHUNK)  # = the whole chunk, the built-in default
     res = evaluate(_eval(ckpt, tmp_path / "h8", deploy=deploy, num_steps=2))
     assert res.episodes[0].horizon == CHUNK
     s = res.settings
     assert s is not None and (s.horizon, s.sources["horizon"]) == (CHUNK, "argument")
     assert (s.num_steps, s.sources["num_steps"]) == (2, "argument")
-    ensembled = resolve(ckpt, ExecutorConfig(temporal_ensemble=0.01))  # samples every step: h = 1
+    ensembling = DeployConfig(executor=ExecutorConfig(temporal_ensemble=0.01))
+    ensembled = resolve(ckpt, ensembling)  # samples every step: h = 1
     assert (ensembled.horizon, ensembled.sources["horizon"]) == (1, "argument")
 
 
@@ -161,8 +164,8 @@ def test_a_broken_deploy_yaml_is_refused_naming_the_file(trained, tmp_path, text
     shutil.copytree(ckpt, bad)
     (bad / DEFAULTS_FILE).write_text(text)
     with pytest.raises(InputError, match=rf"deploy\.yaml: .*{match}"):
-        resolve(bad, ExecutorConfig())
+        resolve(bad, DeployConfig())
     (bad / DEFAULTS_FILE).write_text("horizon: 9\n")
     with pytest.raises(InputError, match="horizon=9 is longer than the policy's chunks"):
-        resolve(bad, ExecutorConfig())
-    assert resolve(bad, ExecutorConfig(horizon=2)).horizon == 2  # an argument needs no file value
+        resolve(bad, DeployConfig())
+    assert resolve(bad, DeployConfig(horizon=2)).horizon == 2  # an argument needs no file value

@@ -9,7 +9,7 @@ from hardware.profiles import PROFILES
 from sim.env import EnvConfig, TabletopEnv
 from sim.experts import ScriptedExpert
 from sim.robot import SimRobot
-from vla.runtime.config import DeployConfig, ExecutorConfig
+from vla.runtime.config import DeployConfig
 from vla.runtime.loop import run_episode
 from vla.runtime.safety import SafetyConfig
 from vla.runtime.stack import build_stack
@@ -54,7 +54,7 @@ def idle(obs):
 
 
 def deploy(mode="hold", horizon=5):
-    return DeployConfig(executor=ExecutorConfig(horizon=horizon), safety=SafetyConfig(mode=mode))
+    return DeployConfig(horizon=horizon, safety=SafetyConfig(mode=mode))
 
 
 @pytest.mark.parametrize("profile", ["panda", "fr3"])

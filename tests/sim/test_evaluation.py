@@ -50,8 +50,8 @@ def home_ckpt(tmp_path_factory):
 
 def _cfg(ckpt, out, horizon=3, temporal_ensemble=None, **kw) -> EvalConfig:
     kw = {"task": "reach", "episodes": 4, "workers": 2, "videos": 2, **kw}
-    executor = ExecutorConfig(horizon=horizon, temporal_ensemble=temporal_ensemble)
-    kw["deploy"] = kw.get("deploy") or DeployConfig(executor=executor)
+    executor = ExecutorConfig(temporal_ensemble=temporal_ensemble)
+    kw["deploy"] = kw.get("deploy") or DeployConfig(horizon=horizon, executor=executor)
     return EvalConfig(
         checkpoint=str(ckpt),
         out=str(out),
@@ -97,7 +97,7 @@ def test_wilson_interval_edges_and_symmetry():
         ({"episodes": -3}, ValueError, "episodes=-3"),
         ({"task": "nope"}, KeyError, "unknown task 'nope'"),
         ({"workers": -1}, ValueError, "workers=-1"),
-        ({"horizon": 0}, ValueError, "executor.horizon=0"),
+        ({"horizon": 0}, ValueError, "horizon=0 must be >= 1"),
         ({"cond": 3}, ValueError, "cond=3"),
         ({"temporal_ensemble": 0.01, "horizon": 3}, ValueError, "horizon=3 must be 1"),
     ],
@@ -145,10 +145,7 @@ def test_evaluate_two_workers_constant_policy_on_reach(tmp_path, home_ckpt, work
         assert e.mujoco_gl == sim.GL_BACKEND  # inherited through the environment
         assert e.pid != os.getpid()
     report = json.loads((out / "eval.json").read_text())
-    assert (
-        report["config"]["checkpoint"] == str(home_ckpt)
-        and report["config"]["deploy"]["executor"]["horizon"] == 3
-    )
+    assert report["config"]["checkpoint"] == str(home_ckpt) and report["config"]["deploy"]["horizon"] == 3
     s = report["summary"]
     assert (s["successes"], s["episodes"], s["success_rate"]) == (0, 4, 0.0)
     assert s["ci95"][0] == 0.0 and s["ci95"][1] == pytest.approx(0.4899, abs=1e-4)
@@ -185,7 +182,7 @@ def test_cli_prints_table_and_success_last(tmp_path, home_ckpt, worker_path):
             "task=reach",
             "episodes=2",
             "workers=0",
-            "deploy.executor.horizon=10",
+            "deploy.horizon=10",
             "videos=1",
             f"out={out}",
             "imports=[dummy_policy]",
@@ -235,7 +232,7 @@ def test_evaluate_fresh_flow_matching_policy_with_temporal_ensembling(tmp_path):
 def test_runtime_options_run_through_the_evaluation(home_ckpt, tmp_path, worker_path):
     """RoboStress + self-compensation + async inference with RTC + the safety layer in one run."""
     deploy = DeployConfig(
-        executor=ExecutorConfig(horizon=3),
+        horizon=3,
         async_inference=AsyncConfig(enabled=True, simulated_delay=2),
         rtc=RTCConfig(enabled=True),
         compensation=CompensationConfig(enabled=True),
@@ -271,7 +268,7 @@ def test_runtime_options_run_through_the_evaluation(home_ckpt, tmp_path, worker_
 def test_compensator_is_saved_and_reloaded_between_runs(home_ckpt, tmp_path, worker_path):
     """compensation=true pools the workers' models into <out>/compensator.json; compensator=<file> starts
     the next run from it (compensated from the first step) and keeps learning."""
-    on = DeployConfig(executor=ExecutorConfig(horizon=3), compensation=CompensationConfig(enabled=True))
+    on = DeployConfig(horizon=3, compensation=CompensationConfig(enabled=True))
     first = evaluate(
         _cfg(
             home_ckpt,
@@ -296,7 +293,7 @@ def test_compensator_is_saved_and_reloaded_between_runs(home_ckpt, tmp_path, wor
             videos=0,
             stress=StressConfig("backlash"),
             deploy=DeployConfig(
-                executor=ExecutorConfig(horizon=3),
+                horizon=3,
                 compensation=CompensationConfig(enabled=True, load=str(saved), trust_region=0.05),
             ),
         )

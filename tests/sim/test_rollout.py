@@ -17,7 +17,7 @@ from sim.tasks.base import OPEN
 from sim.teleop import SimulatedTeleop, TeleopConfig
 from vla.data.reader import load_episode, read_episode_info
 from vla.data.schema import ACTION, IS_INTERVENTION, POLICY_ACTION
-from vla.runtime.config import DeployConfig, ExecutorConfig
+from vla.runtime.config import DeployConfig
 from vla.runtime.safety import SafetyConfig
 
 RUNTIME_TESTS = Path(__file__).resolve().parents[1] / "runtime"
@@ -36,7 +36,7 @@ def home_ckpt(tmp_path_factory):
 
 def _cfg(ckpt, out, safety="off", **kw) -> RolloutConfig:
     kw = {"task": "reach", "episodes": 3, "workers": 0, **kw}
-    kw["deploy"] = DeployConfig(executor=ExecutorConfig(horizon=5), safety=SafetyConfig(mode=safety))
+    kw["deploy"] = DeployConfig(horizon=5, safety=SafetyConfig(mode=safety))
     return RolloutConfig(
         checkpoint=str(ckpt),
         out=str(out),

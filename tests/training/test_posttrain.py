@@ -181,7 +181,7 @@ def test_closed_loop_round_collects_rollouts_trains_and_evaluates(sim_base, tmp_
             "+loop.teleop={stall_steps: 5, length: 60}",
             "env.episodes=2",
             "env.workers=1",
-            "env.horizon=4",
+            "deploy.horizon=4",
             "steps=3",
             "batch_size=8",
             "threads=1",

@@ -148,7 +148,7 @@ def test_sim_expert_and_rollout_datasets_pass_both_rules(tmp_path: Path) -> None
     from sim.rollout import RolloutConfig, rollout
     from sim.tasks.base import OPEN
     from sim.teleop import TeleopConfig
-    from vla.runtime.config import DeployConfig, ExecutorConfig
+    from vla.runtime.config import DeployConfig
 
     sys.path.insert(0, str(RUNTIME_TESTS))
     from dummy_policy import HomePolicy
@@ -160,7 +160,7 @@ def test_sim_expert_and_rollout_datasets_pass_both_rules(tmp_path: Path) -> None
         CollectConfig(task="pick_place", episodes=1, out=str(demos), noise=noise, env=env, progress=False)
     )
     HomePolicy([*PANDA.home, OPEN], chunk_size=10, noise_std=0.0).save(ckpt)
-    deploy = DeployConfig(executor=ExecutorConfig(horizon=5))
+    deploy = DeployConfig(horizon=5)
     teleop = TeleopConfig(stall_steps=5, delay=2, length=60)
     cfg = RolloutConfig(
         checkpoint=str(ckpt), out=str(rollouts), imports=["dummy_policy"], env=env, progress=False,

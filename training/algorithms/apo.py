@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import save_file
 from torch import Tensor
 
-from training.algorithms.base import ALGORITHMS, AlgoConfig, GradientAlgorithm
+from training.algorithms.base import ALGORITHMS, AlgoConfig, GradientAlgorithm, require_labels
 from training.algorithms.credit import LABELS_FILE
 from training.algorithms.preference import FrozenReference, shared_noise, with_actions
 from vla.batch import ACTION, ACTION_IS_PAD, Batch
@@ -99,8 +99,13 @@ class APO(GradientAlgorithm):
     config_class = APOConfig
     config: APOConfig
 
+    @classmethod
+    def label_needs(cls, config: dict[str, Any]) -> tuple[bool, bool]:
+        return config.get("demos", "all") == "success", True
+
     def prepare(self, data: Any, out: Any, progress: bool = True) -> dict[str, float]:
         cfg = self.config
+        require_labels(data, "apo", interventions=True, success=cfg.demos == "success")
         labels = preference_labels(data, cfg.undesirable_frames, cfg.demos)
         counts = {name: int((labels == v).sum()) for name, v in (("desirable", 1), ("undesirable", -1))}
         if not all(counts.values()):

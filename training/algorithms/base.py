@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,7 +11,8 @@ import torch
 from torch import Tensor, nn
 
 from vla.batch import Batch
-from vla.errors import NonFiniteError
+from vla.data.schema import IS_INTERVENTION
+from vla.errors import InputError, NonFiniteError
 from vla.registry import Registry
 
 
@@ -53,6 +55,28 @@ class AlgoConfig:
     name: str = "sft"
 
 
+def require_labels(data: Any, method: str, *, success: bool = False, interventions: bool = False) -> None:
+    """Refuses, in one line naming the dataset and the missing field, data that lacks the labels ``method``
+    needs: episode outcomes (``success``: RECAP, AWBC, ALOE, HABC, Flow-DPO critics) or human takeovers
+    (``interventions``: APO). Plain LeRobot datasets may have neither (:mod:`training.data`).
+
+    Raises:
+        InputError: ``<dataset>: algo=<method> needs ...: <field> missing ...``.
+    """
+    from training.data import missing_success
+
+    if interventions and data.roots_without_interventions:
+        raise InputError(
+            f"{data.roots_without_interventions[0]}: algo={method} needs human takeovers: feature "
+            f"'{IS_INTERVENTION}' missing from the dataset (record with interventions marked, or use "
+            "another algo)"
+        )
+    if success:
+        unknown = [r for r, m in zip(data.episode_roots, data.episodes, strict=True) if m.success is None]
+        if unknown:
+            raise InputError(missing_success(unknown[0], f"algo={method}"))
+
+
 def _is_indicator(name: str) -> bool:
     """The RECAP indicator embedding: ``cond_emb`` (our policy) or ``model.indicator`` (LeRobot adapters)."""
     return name.split(".")[-2] in ("cond_emb", "indicator")
@@ -66,6 +90,16 @@ class GradientAlgorithm:
     """
 
     config_class: type[AlgoConfig] = AlgoConfig
+
+    @classmethod
+    def label_needs(cls, config: dict[str, Any]) -> tuple[bool, bool]:
+        """``(episode outcomes, human takeovers)`` this algorithm needs in its data, known from its config
+        alone, so that ``vla-train`` refuses data without them before any folder is made
+        (:func:`training.data.check_labels`); :func:`require_labels` checks the loaded data again."""
+        return False, False
+
+    # where prepare() logs its own fitting, ``scalars({tag: value}, step)`` (the Trainer's TensorBoard)
+    scalars: Callable[[dict[str, float], int], None] | None = None
 
     def __init__(
         self,

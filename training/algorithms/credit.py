@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from training.algorithms.base import ALGORITHMS, AlgoConfig, GradientAlgorithm
+from training.algorithms.base import ALGORITHMS, AlgoConfig, GradientAlgorithm, require_labels
 from training.critics import CRITICS
 from vla.batch import Batch
 
@@ -37,7 +37,12 @@ class CreditAlgorithm(GradientAlgorithm):
 
     critic: Any = None  # the fitted critic (None when its labels were reloaded on resume)
 
+    @classmethod
+    def label_needs(cls, config: dict[str, Any]) -> tuple[bool, bool]:
+        return True, False  # every critic scores episodes by outcome
+
     def prepare(self, data: Any, out: Any, progress: bool = True) -> dict[str, float]:
+        require_labels(data, self.config.name, success=True)  # every critic scores episodes by outcome
         folder = Path(out) / "critic"
         if (folder / LABELS_FILE).is_file():  # resume: the labels of the critic fitted at the start
             labels = load_file(str(folder / LABELS_FILE))
@@ -48,7 +53,7 @@ class CreditAlgorithm(GradientAlgorithm):
             cls = CRITICS.get(self.critic_name)
             critic = cls(cls.config_class(**self.config.critic), data, self.policy, progress)  # type: ignore[attr-defined]
             self.critic = critic
-            history = critic.fit()
+            history = critic.fit(log=self.scalars)
             labels = critic.label()
             k = max(1, len(history) // 10)
             summary = {

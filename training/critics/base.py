@@ -10,6 +10,7 @@ indicator, ``weight`` for advantage weights) plus diagnostics (``value``, ``adva
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -173,8 +174,9 @@ class Critic(nn.Module):
         """Per-frame columns [N] for the post-training algorithm and for plots."""
         raise NotImplementedError
 
-    def fit(self) -> list[float]:
-        """Fit the critic: ``steps`` AdamW steps on minibatches of ``train_frames``; returns the losses."""
+    def fit(self, log: Callable[[dict[str, float], int], None] | None = None) -> list[float]:
+        """Fit the critic: ``steps`` AdamW steps on minibatches of ``train_frames``; returns the losses.
+        ``log({"critic/loss": ..., "critic/grad_norm": ...}, step)`` after each step (e.g. TensorBoard)."""
         cfg = self.cfg
         params = [p for p in self.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -194,6 +196,8 @@ class Critic(nn.Module):
             opt.step()
             self.after_step()
             history.append(loss.item())
+            if log is not None:
+                log({"critic/loss": history[-1], "critic/grad_norm": float(norm)}, i + 1)
             if len(history) % 50 == 0:
                 bar.set_postfix(loss=f"{np.mean(history[-50:]):.4f}")
         self.eval()

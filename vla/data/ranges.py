@@ -123,17 +123,19 @@ class ValueCheck:
         robot_type: ``meta/info.json``'s ``robot_type``.
         profiles: Where profiles are looked up (see :func:`find_profile`; None: the process's).
         notes: Why a named profile was not used (for the validator's warnings).
+        checked: The state and action features (their names under a key map, ``data.keys``).
     """
 
     features: dict[str, Any]
     robot_type: str | None
     profiles: Any = None
     notes: list[str] = field(default_factory=list)
+    checked: tuple[str, ...] = CHECKED_KEYS
     _parts: dict[str, list[tuple[Path, np.ndarray, np.ndarray, np.ndarray]]] = field(default_factory=dict)
 
     @property
     def keys(self) -> list[str]:
-        return [k for k in CHECKED_KEYS if k in self.features]
+        return [k for k in self.checked if k in self.features]
 
     def add(self, path: Path, key: str, values: np.ndarray, episodes: np.ndarray, frames: np.ndarray) -> None:
         """One data file's finite ``values`` [N, D] of ``key``, with each row's episode and frame index."""

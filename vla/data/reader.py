@@ -15,8 +15,8 @@ from PIL import Image
 
 from vla.data.errors import DatasetError
 from vla.data.layout import data_file_path, fixed_list_to_numpy, read_episode_rows
-from vla.data.schema import TASK, EpisodeMeta
-from vla.data.sidecar import read_sidecar
+from vla.data.schema import REWARD, SUCCESS, TASK, EpisodeMeta
+from vla.data.sidecar import is_vla_dataset, read_sidecar
 
 _INFO = "meta/info.json"
 
@@ -50,7 +50,7 @@ def open_dataset(root: str | Path, *, repo_id: str | None = None, **kwargs: Any)
 
 EpisodeInfo = EpisodeMeta
 """One committed episode as seen by our code (the sidecar record: index, length, success, source, task,
-extra)."""
+extra; for a plain LeRobot dataset, the defaults of :func:`read_episode_info`)."""
 
 
 def feature_names(root: str | Path) -> list[str]:
@@ -61,8 +61,50 @@ def feature_names(root: str | Path) -> list[str]:
 
 
 def read_episode_info(root: str | Path) -> list[EpisodeInfo]:
-    """Reads the sidecar: one :class:`EpisodeInfo` per committed episode, in index order."""
-    return list(read_sidecar(root))
+    """One :class:`EpisodeInfo` per committed episode, in index order.
+
+    Our datasets (:func:`vla.data.sidecar.is_vla_dataset`): the sidecar's records. A plain LeRobot dataset
+    (no ``meta/vla_spec.json``, no sidecar): lerobot's episode table (index, length, the first of its
+    ``tasks``), ``source="demo"``, ``extra={}``, and ``success``:
+
+    - ``next.success`` column: any frame of the episode true;
+    - else a ``next.reward`` column: the episode's largest reward > 0;
+    - else None (unknown): methods that need outcomes refuse such a dataset.
+    """
+    if is_vla_dataset(root):
+        return list(read_sidecar(root))
+    root = Path(root)
+    _require_dataset(root)
+    info = json.loads((root / _INFO).read_text())
+    rows = read_episode_rows(root)
+    outcome = _episode_outcomes(root, info, rows)
+    return [
+        EpisodeMeta(
+            episode_index=int(r["episode_index"]),
+            length=int(r["length"]),
+            success=outcome.get(int(r["episode_index"])),
+            source="demo",
+            task=str((r.get("tasks") or [""])[0]),
+        )
+        for r in rows
+    ]
+
+
+def _episode_outcomes(root: Path, info: dict[str, Any], rows: list[dict[str, Any]]) -> dict[int, bool]:
+    """Per episode: any ``next.success``, else max ``next.reward`` > 0; {} when the dataset has neither."""
+    features = info["features"]
+    key = SUCCESS if SUCCESS in features else REWARD if REWARD in features else None
+    if key is None:
+        return {}
+    out: dict[int, bool] = {}
+    for path in sorted({data_file_path(root, info["data_path"], r) for r in rows}):
+        table = pq.read_table(path, columns=["episode_index", key])
+        episodes = table.column("episode_index").to_numpy()
+        values = fixed_list_to_numpy(table.column(key), 1).reshape(-1).astype(np.float64)
+        for ep in np.unique(episodes):
+            v = values[episodes == ep]
+            out[int(ep)] = bool(v.any()) if key == SUCCESS else bool(v.max() > 0)
+    return out
 
 
 def load_episode(root: str | Path, index: int, *, keys: list[str] | None = None) -> dict[str, np.ndarray]:

@@ -36,6 +36,7 @@ POLICY_ACTION = "complementary_info.policy_action"
 IS_INTERVENTION = "complementary_info.is_intervention"
 REWARD = "next.reward"
 DONE = "next.done"
+SUCCESS = "next.success"  # not written by us; a plain LeRobot dataset's per-frame success flag, if it has one
 TASK = "task"
 
 FLOAT_KEYS: tuple[str, ...] = (STATE, ACTION, POLICY_ACTION, REWARD)
@@ -144,7 +145,8 @@ class EpisodeMeta:
     Attributes:
         episode_index: lerobot's episode index.
         length: Number of frames.
-        success: Whether the task succeeded.
+        success: Whether the task succeeded; None: unknown (a plain LeRobot dataset without a
+            ``next.success`` or ``next.reward`` column, see :func:`vla.data.reader.read_episode_info`).
         source: One of :data:`SOURCES`.
         task: The instruction of the episode's first frame.
         extra: Free-form JSON-serialisable data (the sim stores ``seed``, ``task_name``,
@@ -153,7 +155,7 @@ class EpisodeMeta:
 
     episode_index: int
     length: int
-    success: bool
+    success: bool | None
     source: str
     task: str
     extra: dict[str, Any] = field(default_factory=dict)
@@ -168,7 +170,7 @@ class EpisodeMeta:
         return cls(
             episode_index=int(d["episode_index"]),
             length=int(d["length"]),
-            success=bool(d["success"]),
+            success=None if d.get("success") is None else bool(d["success"]),
             source=str(d["source"]),
             task=str(d.get("task", "")),
             extra=dict(d.get("extra") or {}),

@@ -12,7 +12,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from vla.data.schema import SIDECAR_FILE, EpisodeMeta
+from vla.data.schema import SIDECAR_FILE, SPEC_FILE, EpisodeMeta
+
+
+def is_vla_dataset(root: str | Path) -> bool:
+    """True for a dataset written by our writer (``meta/vla_spec.json`` or the sidecar exists): every
+    column and the sidecar are then required. False: a plain LeRobot dataset, read with the defaults of
+    :func:`vla.data.reader.read_episode_info` (and never written to)."""
+    return (Path(root) / SPEC_FILE).exists() or sidecar_path(root).exists()
 
 
 def sidecar_path(root: str | Path) -> Path:

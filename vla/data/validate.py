@@ -26,7 +26,7 @@ from vla.data.layout import (
     episode_meta_files,
     fixed_list_to_numpy,
 )
-from vla.data.ranges import CHECKED_KEYS, PROFILES_MODULE, ValueCheck
+from vla.data.ranges import PROFILES_MODULE, ValueCheck
 from vla.data.schema import (
     ACTION,
     DONE,
@@ -40,7 +40,7 @@ from vla.data.schema import (
     STATE,
     EpisodeSpec,
 )
-from vla.data.sidecar import read_sidecar_raw
+from vla.data.sidecar import is_vla_dataset, read_sidecar_raw
 from vla.data.videos import check_videos, video_path
 
 FINITE_KEYS = (STATE, ACTION, POLICY_ACTION, REWARD)
@@ -103,15 +103,28 @@ def _load_spec(root: Path) -> EpisodeSpec | None:
         raise DatasetError(f"{path}: not a valid episode spec ({type(e).__name__}: {e})") from e
 
 
-def _check_features(info_path: Path, features: dict[str, Any], spec: EpisodeSpec | None) -> None:
+def _check_features(
+    info_path: Path,
+    features: dict[str, Any],
+    spec: EpisodeSpec | None,
+    *,
+    ours: bool = True,
+    state_key: str = STATE,
+    action_key: str = ACTION,
+) -> None:
+    """Our dataset (``ours``): every feature of the spec, or of :data:`REQUIRED_KEYS` and a camera. A plain
+    LeRobot dataset: only the state and action features (their mapped names), 1-D."""
     expected: dict[str, Any]
+    if not ours:
+        _check_plain_features(info_path, features, state_key, action_key)
+        return
     if spec is not None:
         expected = json.loads(json.dumps(spec.features()))
     else:
         expected = {k: None for k in REQUIRED_KEYS}
         if not any(k.startswith(IMAGE_PREFIX) for k in features):
             raise DatasetError(f"{info_path}: no '{IMAGE_PREFIX}<cam>' feature declared")
-    for key in (*expected, *LEROBOT_KEYS):
+    for key in (*expected, *LEROBOT_KEYS, state_key, action_key):
         if key not in features:
             raise DatasetError(f"{info_path}: feature '{key}' missing from info.json features")
     for key, want in expected.items():
@@ -133,6 +146,22 @@ def _check_features(info_path: Path, features: dict[str, Any], spec: EpisodeSpec
         raise DatasetError(
             f"{info_path}: feature '{POLICY_ACTION}' shape {features[POLICY_ACTION]['shape']} "
             f"!= '{ACTION}' shape {features[ACTION]['shape']}"
+        )
+
+
+def _check_plain_features(info_path: Path, features: dict[str, Any], state_key: str, action_key: str) -> None:
+    for key in (state_key, action_key, *LEROBOT_KEYS):
+        if key not in features:
+            hint = "" if key in LEROBOT_KEYS else " (name another feature with data.keys.state / .action)"
+            raise DatasetError(f"{info_path}: feature '{key}' missing from info.json features{hint}")
+    for key in (state_key, action_key):
+        shape = features[key].get("shape", [])
+        if len(shape) != 1:
+            raise DatasetError(f"{info_path}: feature '{key}' must be 1-D, declared {shape}")
+    if POLICY_ACTION in features and features[POLICY_ACTION].get("shape") != features[action_key]["shape"]:
+        raise DatasetError(
+            f"{info_path}: feature '{POLICY_ACTION}' shape {features[POLICY_ACTION].get('shape')} "
+            f"!= '{action_key}' shape {features[action_key]['shape']}"
         )
 
 
@@ -173,6 +202,8 @@ def _check_episode_indices(root: Path, rows: list[dict[str, Any]], total: int | 
 
 
 def _check_sidecar(root: Path, rows: list[dict[str, Any]], *, torn_ok: bool = False) -> None:
+    if not is_vla_dataset(root):  # a plain LeRobot dataset: lerobot's episode table is the only record
+        return
     path = root / SIDECAR_FILE
     if not path.exists():
         raise DatasetError(f"{path}: missing (episode metadata sidecar)")
@@ -314,9 +345,9 @@ def _check_data_file(
             raise DatasetError(
                 f"{path}: episode {bad}: field '{key}' has actual shape {column.shape[1:]}, declared {shape}"
             )
-        if key in FINITE_KEYS:
+        if key in FINITE_KEYS or key in values.checked:
             _check_finite(path, key, column, ep_col, frame_idx)
-        if key in CHECKED_KEYS:
+        if key in values.checked:
             values.add(path, key, column, ep_col, frame_idx)
     for key, ft in features.items():
         if ft["dtype"] == "image" and len(table):
@@ -333,9 +364,17 @@ def _check_data_file(
 
 
 def validate_dataset(
-    root: str | Path, spec: EpisodeSpec | None = None, *, profiles: Any = None
+    root: str | Path,
+    spec: EpisodeSpec | None = None,
+    *,
+    profiles: Any = None,
+    state_key: str = STATE,
+    action_key: str = ACTION,
 ) -> ValidationReport:
-    """Checks a dataset written by :class:`vla.data.writer.EpisodeWriter`.
+    """Checks a dataset written by :class:`vla.data.writer.EpisodeWriter`, or a plain LeRobot v3 dataset.
+
+    A plain dataset (no ``meta/vla_spec.json``, no sidecar: :func:`vla.data.sidecar.is_vla_dataset`) needs
+    only ``state_key`` and ``action_key`` (1-D); its sidecar check is skipped and every other check runs.
 
     Checks: info.json declares every feature of the spec (the stored ``meta/vla_spec.json`` if ``spec``
     is None) with the right dtype/shape; episode indices are 0..N-1 without gaps and agree with
@@ -352,6 +391,8 @@ def validate_dataset(
         spec: Expected schema; defaults to the one stored with the dataset (if any).
         profiles: Robot profiles for info.json's ``robot_type``: a registry, or the name of a module holding
             one as ``PROFILES`` (e.g. ``"hardware.profiles"``); None: no profile, the outlier rule only.
+        state_key: The feature read as ``observation.state`` (a key map, ``data.keys.state``).
+        action_key: The feature read as ``action`` (``data.keys.action``).
 
     Returns:
         A :class:`ValidationReport`.
@@ -364,7 +405,8 @@ def validate_dataset(
     info, features = _load_info(info_path)
     if spec is None:
         spec = _load_spec(root)
-    _check_features(info_path, features, spec)
+    ours = spec is not None or is_vla_dataset(root)
+    _check_features(info_path, features, spec, ours=ours, state_key=state_key, action_key=action_key)
     rows = _episode_rows(root)
     _check_episode_indices(root, rows, int(info.get("total_episodes", -1)))
     _check_sidecar(root, rows)
@@ -372,7 +414,7 @@ def validate_dataset(
     referenced = {(int(r["data/chunk_index"]), int(r["data/file_index"])) for r in rows}
     num_frames = 0
     seen: set[int] = set()
-    values = ValueCheck(features, info.get("robot_type"), profiles)
+    values = ValueCheck(features, info.get("robot_type"), profiles, checked=(state_key, action_key))
     for path in data_files(root):
         if chunk_file_of(path) not in referenced:
             raise DatasetError(f"{path}: data file not referenced by any episode")

@@ -16,11 +16,9 @@ from vla.runtime.upcycling import UpcyclingConfig
 
 @dataclass
 class ExecutorConfig:
-    """How chunks become one action per period (:class:`~vla.runtime.executor.ChunkExecutor`)."""
+    """How chunks become one action per period (:class:`~vla.runtime.executor.ChunkExecutor`); the
+    execution horizon is :attr:`DeployConfig.horizon`."""
 
-    # h, actions executed per chunk; None: the checkpoint's (deploy.yaml, resolved by deploy_checkpoint:
-    # vla.runtime.defaults), else the whole chunk (1 with ensembling)
-    horizon: int | None = None
     temporal_ensemble: float | None = None  # ACT weight m: sample every step, average overlapping chunks
     # control periods per policy action: the loop runs this many times the policy's rate and sends setpoints
     # interpolated linearly between consecutive actions (a 10 Hz policy on a 50 Hz loop: 5)
@@ -29,12 +27,6 @@ class ExecutorConfig:
     def __post_init__(self) -> None:
         if self.interpolate < 1:
             raise ValueError(f"executor.interpolate={self.interpolate} must be >= 1")
-        if self.horizon is not None and self.horizon < 1:
-            raise ValueError(f"executor.horizon={self.horizon} must be >= 1")
-        if self.temporal_ensemble is not None and self.horizon not in (None, 1):
-            raise ValueError(
-                f"executor.temporal_ensemble samples a chunk every step: horizon={self.horizon} must be 1"
-            )
 
 
 @dataclass
@@ -78,6 +70,10 @@ class RTCConfig:
 class DeployConfig:
     """The deployment stack: executor -> (async inference, RTC, upcycling) -> compensation -> safety."""
 
+    # h, actions executed per chunk (``deploy.horizon`` on every CLI, ``horizon`` in the ROS node's
+    # deploy_overrides); None: the checkpoint's (deploy.yaml, resolved by deploy_checkpoint:
+    # vla.runtime.defaults), else the whole chunk (1 with ensembling)
+    horizon: int | None = None
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     async_inference: AsyncConfig = field(default_factory=AsyncConfig)
     rtc: RTCConfig = field(default_factory=RTCConfig)
@@ -86,9 +82,19 @@ class DeployConfig:
     compensation: CompensationConfig = field(default_factory=lambda: CompensationConfig(enabled=False))
 
     def __post_init__(self) -> None:
+        if self.horizon is not None and self.horizon < 1:
+            raise ValueError(f"horizon={self.horizon} must be >= 1")
+        if self.executor.temporal_ensemble is not None and self.horizon not in (None, 1):
+            raise ValueError(
+                f"executor.temporal_ensemble samples a chunk every step: horizon={self.horizon} must be 1"
+            )
         if self.rtc.enabled and not self.async_inference.enabled:
             raise ValueError(
                 "rtc.enabled needs async_inference.enabled (RTC inpaints while a chunk executes)"
             )
         if self.executor.temporal_ensemble is not None and self.async_inference.enabled:
             raise ValueError("executor.temporal_ensemble and async_inference cannot be combined")
+
+
+# old spellings of a key -> the key now (relative to the deployment config): refused in one line
+RENAMED = {"executor.horizon": "horizon"}

@@ -2,7 +2,7 @@
 
 ``deploy.yaml`` beside ``config.yaml`` holds the execution horizon h, the advantage indicator the policy
 is conditioned on, the classifier-free guidance scale and the sampler's integration steps. ``vla-train``
-writes it from the resolved training config: ``env.horizon`` (the horizon its preset evaluates at, e.g.
+writes it from the resolved training config: ``deploy.horizon`` (the horizon its preset evaluates at, e.g.
 3 in ``experiment=sft_reach``; a post-training run without one keeps its base checkpoint's), the
 policy's ``inference_cond`` / ``inference_guidance`` (set by RECAP-style post-training), its
 ``num_steps``, and the training data's most frequent instruction (the ROS node's default instruction).
@@ -25,7 +25,7 @@ import yaml
 
 from vla.checkpoint import read_config
 from vla.errors import InputError
-from vla.runtime.config import DeployConfig, ExecutorConfig
+from vla.runtime.config import DeployConfig
 
 DEFAULTS_FILE = "deploy.yaml"
 ARGUMENT, CHECKPOINT, DEFAULT = "argument", "checkpoint", "default"
@@ -110,7 +110,7 @@ class DeploySettings:
 
     def apply(self, cfg: DeployConfig) -> DeployConfig:
         """``cfg`` with the resolved execution horizon."""
-        return replace(cfg, executor=replace(cfg.executor, horizon=self.horizon))
+        return replace(cfg, horizon=self.horizon)
 
     def describe(self) -> str:
         """One line: ``deploy: horizon=3 (checkpoint), cond=none (default), ...``."""
@@ -130,7 +130,7 @@ class DeploySettings:
 
 def resolve(
     checkpoint: str | Path,
-    executor: ExecutorConfig,
+    deploy: DeployConfig,
     *,
     cond: int | None = None,
     guidance: float | None = None,
@@ -138,7 +138,7 @@ def resolve(
 ) -> DeploySettings:
     """Each deployment value: the argument when given (not None), else the checkpoint's, else the default.
 
-    ``executor.horizon`` is the horizon's argument; temporal ensembling (``executor.temporal_ensemble``)
+    ``deploy.horizon`` is the horizon's argument; temporal ensembling (``executor.temporal_ensemble``)
     samples every step, so it sets h = 1 and the checkpoint's horizon does not apply.
 
     Raises:
@@ -150,10 +150,10 @@ def resolve(
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     given = {"cond": cond, "guidance": guidance, "num_steps": num_steps}
-    if executor.temporal_ensemble is not None and executor.horizon is None:
+    if deploy.executor.temporal_ensemble is not None and deploy.horizon is None:
         given["horizon"] = 1
     else:
-        given["horizon"] = executor.horizon
+        given["horizon"] = deploy.horizon
     for name in ("horizon", "cond", "guidance", "num_steps"):
         arg, own = given[name], getattr(ckpt, name)
         values[name], sources[name] = (
@@ -163,7 +163,7 @@ def resolve(
     if sources["horizon"] == CHECKPOINT and chunk_size is not None and h > chunk_size:
         raise InputError(
             f"{Path(checkpoint) / DEFAULTS_FILE}: horizon={h} is longer than the policy's chunks "
-            f"(chunk_size={chunk_size}); fix the file or pass deploy.executor.horizon=<h>"
+            f"(chunk_size={chunk_size}); fix the file or pass deploy.horizon=<h>"
         )
     return DeploySettings(**values, sources=sources, chunk_size=chunk_size)
 

@@ -75,7 +75,7 @@ def deploy_checkpoint(
     dt: float | None = None,
 ) -> Deployment:
     """Load ``checkpoint`` and assemble its deployment on ``profile`` (control period ``dt``, default the
-    profile's). ``cfg.executor.horizon`` and ``cond``/``guidance``/``num_steps``: overrides; None takes the
+    profile's). ``cfg.horizon`` and ``cond``/``guidance``/``num_steps``: overrides; None takes the
     checkpoint's default (:func:`vla.runtime.defaults.resolve`; ``Deployment.settings`` says which values
     were used and where each came from, also logged at INFO).
 
@@ -84,7 +84,7 @@ def deploy_checkpoint(
         ValueError: The policy's action size or cameras do not fit the robot.
         FileNotFoundError: Upcycling is on and the checkpoint has no calibration.
     """
-    settings = resolve(checkpoint, cfg.executor, cond=cond, guidance=guidance, num_steps=num_steps)
+    settings = resolve(checkpoint, cfg, cond=cond, guidance=guidance, num_steps=num_steps)
     cfg = settings.apply(cfg)
     log.info("%s: %s", checkpoint, settings.describe())
     import_policy_modules(imports)

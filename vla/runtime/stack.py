@@ -162,9 +162,9 @@ def build_stack(
     e = cfg.executor
     control_dt = dt or profile.dt
     dt = control_dt * e.interpolate  # the policy's step
-    h = e.horizon or (1 if e.temporal_ensemble is not None else chunk_size)
+    h = cfg.horizon or (1 if e.temporal_ensemble is not None else chunk_size)
     if h > chunk_size:
-        raise ValueError(f"executor.horizon={h} is longer than the policy's chunks (H={chunk_size})")
+        raise ValueError(f"horizon={h} is longer than the policy's chunks (H={chunk_size})")
     upcycle = _upcycler(cfg, calibration, dt) if cfg.upcycling.enabled else None
     a = cfg.async_inference
     executor: ChunkExecutor

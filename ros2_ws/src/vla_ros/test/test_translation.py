@@ -118,22 +118,22 @@ def test_every_parameter_reads_its_default_when_omitted():
             declare(node, cls, descriptions)
             assert read(node, cls) == cls()
         assert not node.set_parameters([Parameter("deploy_overrides", value=[1])])[0].successful
-        assert node.set_parameters([Parameter("deploy_overrides", value=["executor.horizon=3"])])[
-            0
-        ].successful
-        assert read(node, DeployParams).deploy_overrides == ("executor.horizon=3",)
+        assert node.set_parameters([Parameter("deploy_overrides", value=["horizon=3"])])[0].successful
+        assert read(node, DeployParams).deploy_overrides == ("horizon=3",)
     finally:
         node.destroy_node()
 
 
 def test_deploy_overrides_are_typed_and_safety_defaults_to_hold():
-    cfg = deploy_config(["executor.horizon=3"])
-    assert cfg.executor.horizon == 3 and cfg.safety.mode == "hold"
+    cfg = deploy_config(["horizon=3"])
+    assert cfg.horizon == 3 and cfg.safety.mode == "hold"
     assert deploy_config(["safety.mode=clamp"]).safety.mode == "clamp"
     with pytest.raises(ValueError, match=r"executor\.nope"):
         deploy_config(["executor.nope=1"])
     with pytest.raises(ValueError, match="not key=value"):
-        deploy_config(["executor.horizon"])
+        deploy_config(["horizon"])
+    with pytest.raises(ValueError, match=r"executor\.horizon= is now horizon="):  # the old spelling
+        deploy_config(["executor.horizon=3"])
     with pytest.raises(ValueError, match=r"rtc\.enabled needs async_inference\.enabled"):
         deploy_config(["rtc.enabled=true"])
 

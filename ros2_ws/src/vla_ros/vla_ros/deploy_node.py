@@ -580,13 +580,16 @@ def deploy_config(overrides: tuple[str, ...] | list[str]):
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from vla.runtime.config import DeployConfig
+    from vla.runtime.config import RENAMED, DeployConfig
     from vla.runtime.safety import SafetyConfig
 
     base = OmegaConf.structured(DeployConfig(safety=SafetyConfig(mode="hold")))
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ValueError(f"deploy_overrides: {bad} are not key=value")
+    old = [k for k in (o.split("=", 1)[0] for o in overrides) if k in RENAMED]
+    if old:
+        raise ValueError(f"deploy_overrides: {old[0]}= is now {RENAMED[old[0]]}= (e.g. {RENAMED[old[0]]}=3)")
     try:
         merged = OmegaConf.merge(base, OmegaConf.from_dotlist(list(overrides)))
         return OmegaConf.to_object(merged)

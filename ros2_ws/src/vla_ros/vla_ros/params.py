@@ -114,7 +114,7 @@ DEPLOY_DESCRIPTIONS = {
     "instruction": "the language instruction (the ~/instruction topic replaces it; empty: the checkpoint's "
     "training instruction, deploy.yaml)",
     "deploy_overrides": "DeployConfig fields as dotted key=value, as vla-eval takes them after deploy. "
-    "(e.g. executor.horizon=3, safety.mode=hold, rtc.enabled=true); safety.mode defaults to hold",
+    "(e.g. horizon=3, safety.mode=hold, rtc.enabled=true); safety.mode defaults to hold",
     "device": "torch device of the policy",
     "cond": "advantage indicator 0/1 for conditioned policies (-1: the checkpoint's default)",
     "guidance": "classifier-free guidance scale (< 0: the checkpoint's default)",
