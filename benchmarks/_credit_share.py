@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from training.critics import HABCConfig, critic_config
 from training.critics.targets import habc_weights
 from vla.data.reader import iter_episodes, read_episode_info
 from vla.data.schema import IS_INTERVENTION
@@ -59,8 +60,9 @@ def signal(labels: dict[str, torch.Tensor], algo: str, critic: dict, batch: int)
         return labels["cond"].float()
     if algo == "flow_dpo":  # every frame alike: it trains on its own chosen / rejected chunks there
         return torch.ones(len(labels["chosen"]))
-    if algo == "habc" and critic.get("standardise", "batch") == "batch":
-        beta, w_max = float(critic.get("beta", 1.0)), float(critic.get("w_max", 20.0))
+    typed = critic_config("habc", critic) if algo == "habc" else None  # as the actor reads it, defaults too
+    if isinstance(typed, HABCConfig) and typed.standardise == "batch":
+        beta, w_max = float(typed.beta), float(typed.w_max)
         n = len(labels["a_v"])
         g = torch.Generator().manual_seed(0)
         total, count = torch.zeros(n), torch.zeros(n)

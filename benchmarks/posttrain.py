@@ -28,7 +28,7 @@ slow operator also moves at half speed in free space; so they succeed later: eve
 alike to a filter, but not to a critic that credits time); sloppy demos
 of a miscalibrated operator (goal off by 5 cm plus noise; mostly failures, kept as failures); then per seed
 rollouts of the base with the simulated operator taking over (HG-DAgger), shared by every arm of that seed
-(``loop.rollouts_dir``). The rounds are ``training/closed_loop.py``'s (one round per arm).
+(``loop.base_rollouts_dir``). The rounds are ``training/closed_loop.py``'s (one round per arm).
 
 **Seeds**: evaluation episodes and rollouts use disjoint seed ranges per phase (:data:`PHASES`): ``tune``
 (evaluation 30000+, rollouts 300000+) for choosing settings, ``report`` (evaluation 40000+, rollouts
@@ -480,6 +480,7 @@ def main() -> None:
         "loop.rounds=1",
         f"loop.rollout_episodes={design['rollouts']}",
         "loop.evaluate_base=false",
+        "loop.final_rollouts=false",  # no operator rollouts of each arm's result (its success is measured)
         "max_minutes=null",
     ]
     base_eval = phase_dir / "base_eval.json"
@@ -503,12 +504,12 @@ def main() -> None:
     jobs: dict[int, tuple[list[str], Path]] = {}
     for s in range(args.seeds):
         seed_dir = phase_dir / f"seed_{s}"
-        rollouts = seed_dir / "rollouts_round{round}"
+        rollouts = seed_dir / "rollouts_round1"
         seed_common = [
             *common,
             f"seed={s}",
             f"loop.rollout_seed={phase['rollout'] + 10_000 * s}",
-            f"loop.rollouts_dir='{rollouts}'",  # quoted: Hydra's grammar reads braces
+            f"loop.base_rollouts_dir='{rollouts}'",  # round 1's, made by the base: shared by the seed's arms
         ]
         jobs[s] = (seed_common, seed_dir)
     results = run_arms(args, arms, jobs, code, method_extra)

@@ -181,6 +181,7 @@ def rollout(cfg: RolloutConfig) -> RolloutSummary:
                         "init_state": e.init_state,
                         "checkpoint": str(cfg.checkpoint),
                         "takeovers": e.takeovers,
+                        "intervention_frames": e.intervention_frames,  # the operator's frames
                         "triggers": e.triggers,
                         "policy_calls": e.policy_calls,
                         "fault": e.fault,

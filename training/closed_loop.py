@@ -8,18 +8,37 @@
    checkpoint (one :class:`~training.loop.Trainer` run, the one training loop),
 3. evaluation of the result,
 
-and writes ``<out>/rounds.json`` and ``<out>/rounds.png`` (success per round, round 0 = the base).
+and writes ``<out>/rounds.json`` and ``<out>/rounds.png`` (round 0 = the base).
+
+**Lineages** (:mod:`training.rounds`): round r's rollouts are made by this run's own round r-1
+checkpoint, in ``<out>/round_<r>/rollouts``. Only round 1's, made by ``init_from``, may be shared by runs
+from the same base (``loop.base_rollouts_dir``: the first run collects them, the others reuse them). The
+rollout seeds depend only on r and ``loop.rollout_seed``, so every run meets the same episodes. Each
+episode records the checkpoint that made it and its seed (sidecar ``extra.checkpoint``, ``extra.seed``);
+a folder holding another checkpoint's or another seed's episodes is refused, never mixed.
+
+**What each row of ``rounds.json`` reports about its checkpoint** (row r = round r's checkpoint; row 0 =
+``init_from``): from the evaluation without operator (``env.episodes`` episodes), ``success_rate`` with
+its Wilson interval, ``success_length_mean`` (time to success: control steps of the successful episodes)
+and ``successes_per_1000_steps`` (successes / all evaluation steps x 1000); from rollouts *with* the
+simulated operator, ``takeovers_per_episode`` (with a 95% normal interval) and
+``operator_frames_per_episode``. A checkpoint's operator rollouts are the next round's: round r+1's
+rollouts are made by round r's checkpoint, so they are attributed to row r (``operator_rollouts`` names the
+folder), never to the checkpoint trained on them. The last round's checkpoint has no next round: with
+``loop.final_rollouts=true`` (default) one more collection, round R+1's (its seeds, its folder
+``<out>/round_<R+1>/rollouts``), measures it; a later run with ``loop.rounds=R+1`` trains on those.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from training.config import TrainConfig
 from training.loop import Trainer, env_runner
+from training.rounds import rollout_seed, rollouts_folder, round_config
 from training.run_folder import run_dir, with_run_folder
 from vla.data.sidecar import read_sidecar
 from vla.errors import InputError
@@ -32,26 +51,75 @@ def _runner(cfg: TrainConfig, out: Path):
     return env_runner(cfg, out)
 
 
+def _errorbar(ax: Any, rows: list[dict[str, Any]], key: str, low: str, high: str, scale: float) -> None:
+    rows = [r for r in rows if r.get(key) is not None]
+    y = [scale * r[key] for r in rows]
+    lo = [scale * (r[key] - r.get(low, r[key])) for r in rows]
+    hi = [scale * (r.get(high, r[key]) - r[key]) for r in rows]
+    ax.errorbar([r["round"] for r in rows], y, yerr=[lo, hi], marker="o", capsize=4)
+
+
 def plot_rounds(rounds: list[dict[str, Any]], path: Path, title: str) -> None:
+    """Two panels against the round: success (95% Wilson interval) and takeovers per episode (95%)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     x = [r["round"] for r in rounds]
-    y = [100 * r["success_rate"] for r in rounds]
-    lo = [100 * (r["success_rate"] - r.get("success_ci_low", r["success_rate"])) for r in rounds]
-    hi = [100 * (r.get("success_ci_high", r["success_rate"]) - r["success_rate"]) for r in rounds]
-    fig, ax = plt.subplots(figsize=(5, 3.2), dpi=120)
-    ax.errorbar(x, y, yerr=[lo, hi], marker="o", capsize=4)
-    ax.set_xticks(x, ["base" if i == 0 else f"round {i}" for i in x])
-    ax.set_ylabel("success (%) with 95% CI")
-    ax.set_ylim(0, 100)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2), dpi=120)
+    _errorbar(left, rounds, "success_rate", "success_ci_low", "success_ci_high", 100)
+    left.set_ylabel("success (%) with 95% CI")
+    left.set_ylim(0, 100)
+    _errorbar(right, rounds, "takeovers_per_episode", "takeovers_ci_low", "takeovers_ci_high", 1)
+    right.set_ylabel("takeovers per episode (95% CI)")
+    right.set_ylim(bottom=0)
+    for ax in (left, right):
+        ax.set_xticks(x, ["base" if i == 0 else f"round {i}" for i in x])
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def operator_stats(rollouts: Path) -> dict[str, Any]:
+    """Takeovers and operator frames per episode over the episodes in ``rollouts`` (its sidecar's
+    ``extra.takeovers`` and ``extra.intervention_frames``), with a 95% normal interval on takeovers."""
+    eps = read_sidecar(rollouts)
+    n = len(eps)
+    takeovers = [float(e.extra.get("takeovers", 0)) for e in eps]
+    mean = sum(takeovers) / n
+    half = 1.96 * math.sqrt(sum((t - mean) ** 2 for t in takeovers) / max(1, n - 1) / n)
+    frames = [e.extra.get("intervention_frames") for e in eps]
+    return {
+        "takeovers_per_episode": mean,
+        "takeovers_ci_low": max(0.0, mean - half),
+        "takeovers_ci_high": mean + half,
+        # None: episodes recorded before extra.intervention_frames existed
+        "operator_frames_per_episode": None if None in frames else sum(frames) / n,
+        "operator_rollouts": str(rollouts),
+    }
+
+
+def _attribute(rounds: list[dict[str, Any]], r: int, rollouts: Path) -> None:
+    """Row ``r`` (the checkpoint that made ``rollouts``) gets their operator statistics."""
+    row = next(x for x in rounds if x["round"] == r)
+    row.update(operator_stats(rollouts))
+
+
+def check_made_by(rollouts: Path, ckpt: Path, seed: int) -> None:
+    """Refuse a rollouts folder whose episodes another checkpoint made, or with other seeds (a shared
+    ``loop.base_rollouts_dir`` used by a run from another base or ``loop.rollout_seed``)."""
+    for i, e in enumerate(read_sidecar(rollouts)):
+        made, s = e.extra.get("checkpoint"), e.extra.get("seed")
+        if made is None or Path(made).resolve() != Path(ckpt).resolve() or s != seed + i:
+            raise InputError(
+                f"{rollouts}: episode {i} was made by {made} with seed {s}, not by {ckpt} with seed "
+                f"{seed + i}; "
+                "rollouts of another checkpoint or loop.rollout_seed are not reused: point "
+                "loop.base_rollouts_dir (or out=) elsewhere"
+            )
 
 
 def collect_rollouts(
@@ -59,7 +127,9 @@ def collect_rollouts(
 ) -> None:
     """``episodes`` rollouts (seeds ``seed + i``) in ``rollouts``. A collection that was interrupted kept
     its finished episodes (the writer commits each one); only the missing ones are run, with the seeds
-    they would have had, so a resumed set equals an uninterrupted one."""
+    they would have had, so a resumed set equals an uninterrupted one. A folder holding episodes of
+    another checkpoint or seed is refused (:func:`check_made_by`)."""
+    check_made_by(rollouts, ckpt, seed)
     have = len(read_sidecar(rollouts))  # committed episodes; none if the folder is new
     if have > episodes:
         raise InputError(f"{rollouts} holds {have} rollouts, more than loop.rollout_episodes={episodes}")
@@ -81,25 +151,6 @@ def closed_loop(cfg: TrainConfig) -> Path:
         return run_rounds(cfg)
 
 
-def rollouts_folder(cfg: TrainConfig, r: int) -> Path:
-    """Where round ``r``'s rollouts live: ``loop.rollouts_dir`` (``{round}`` replaced), else in ``<out>``."""
-    d = cfg.loop.rollouts_dir
-    return Path(d.format(round=r)) if d else run_dir(cfg) / f"round_{r}" / "rollouts"
-
-
-def round_config(cfg: TrainConfig, r: int, init_from: str | Path) -> TrainConfig:
-    """Round ``r``'s training run: from ``init_from`` on ``data.roots`` and rounds 1..r's rollouts, in
-    ``<out>/round_<r>/train`` (a rerun builds the same config, so an interrupted round resumes)."""
-    roots = [*cfg.data.roots, *(str(rollouts_folder(cfg, i)) for i in range(1, r + 1))]
-    return dataclasses.replace(
-        cfg,
-        init_from=str(Path(init_from)),
-        out=str(run_dir(cfg) / f"round_{r}" / "train"),
-        data=dataclasses.replace(cfg.data, roots=roots),
-        loop=dataclasses.replace(cfg.loop, rounds=0),
-    )
-
-
 def run_rounds(cfg: TrainConfig) -> Path:
     """The rounds, in ``cfg.out`` (whose folder lock the caller holds)."""
     if not cfg.init_from:
@@ -119,39 +170,64 @@ def run_rounds(cfg: TrainConfig) -> Path:
         rounds.append({"round": 0, "checkpoint": str(ckpt), **base})
         report.write_text(json.dumps(rounds, indent=2))
     for r in range(1, loop.rounds + 1):
-        rollouts = rollouts_folder(cfg, r)
         done = next((x for x in rounds if x["round"] == r), None)
         if done is not None:  # finished in an earlier, interrupted run
             ckpt = Path(done["checkpoint"])
             continue
-        collect_rollouts(
-            runner,
-            ckpt,
-            rollouts,
-            episodes=loop.rollout_episodes,
-            seed=loop.rollout_seed + r * loop.rollout_episodes,
-            teleop=dict(loop.teleop),
-        )
+        _measure(cfg, runner, rounds, r, ckpt)  # round r's rollouts: round r-1's takeovers
+        report.write_text(json.dumps(rounds, indent=2))
         trainer = Trainer(round_config(cfg, r, ckpt))
         ckpt = trainer.run()
         metrics = trainer.last_metrics or runner.run(ckpt, r)
         rounds.append({"round": r, "checkpoint": str(ckpt), **trainer.prepared, **metrics})
         report.write_text(json.dumps(rounds, indent=2))
-    if all("success_rate" in r for r in rounds):
-        plot_rounds(rounds, out / "rounds.png", f"{cfg.algo['name']} on {cfg.env.task}")
+    final = next(x for x in rounds if x["round"] == loop.rounds)
+    if loop.final_rollouts and "takeovers_per_episode" not in final:  # the last checkpoint's takeovers
+        _measure(cfg, runner, rounds, loop.rounds + 1, Path(final["checkpoint"]))
+        report.write_text(json.dumps(rounds, indent=2))
+    plot_rounds(rounds, out / "rounds.png", f"{cfg.algo['name']} on {cfg.env.task}")
     print(rounds_table(rounds))
     print(f"plot: {out / 'rounds.png'}")
     return ckpt
 
 
+def _measure(cfg: TrainConfig, runner: Any, rounds: list[dict[str, Any]], r: int, ckpt: Path) -> None:
+    """Round ``r``'s rollouts with the operator, made by ``ckpt`` (round r-1's checkpoint), whose row they
+    measure."""
+    rollouts = rollouts_folder(cfg, r)
+    collect_rollouts(
+        runner,
+        ckpt,
+        rollouts,
+        episodes=cfg.loop.rollout_episodes,
+        seed=rollout_seed(cfg, r),
+        teleop=dict(cfg.loop.teleop),
+    )
+    _attribute(rounds, r - 1, rollouts)
+
+
+def _cell(row: dict[str, Any], key: str, fmt: str, scale: float = 1) -> str:
+    v = row.get(key)
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(scale * v, fmt)
+
+
 def rounds_table(rounds: list[dict[str, Any]]) -> str:
-    lines = ["| round | success | 95% CI | mean length |", "|---|---|---|---|"]
+    """The rounds as a Markdown table: each row is that round's checkpoint (see the module docstring)."""
+    lines = [
+        "| round | success | 95% CI | time to success | successes / 1000 steps | takeovers / episode "
+        "| operator frames / episode |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rounds:
-        if "success_rate" not in r:
-            continue
+        ci = (
+            f"[{100 * r['success_ci_low']:.0f}, {100 * r['success_ci_high']:.0f}]"
+            if "success_ci_low" in r
+            else "-"
+        )
         lines.append(
-            f"| {'base' if r['round'] == 0 else r['round']} | {100 * r['success_rate']:.0f}% "
-            f"| [{100 * r.get('success_ci_low', 0):.0f}, {100 * r.get('success_ci_high', 1):.0f}] "
-            f"| {r.get('mean_length', float('nan')):.1f} |"
+            f"| {'base' if r['round'] == 0 else r['round']} | {_cell(r, 'success_rate', '.0%')} | {ci} "
+            f"| {_cell(r, 'success_length_mean', '.1f')} | {_cell(r, 'successes_per_1000_steps', '.2f')} "
+            f"| {_cell(r, 'takeovers_per_episode', '.2f')} "
+            f"| {_cell(r, 'operator_frames_per_episode', '.1f')} |"
         )
     return "\n".join(lines)

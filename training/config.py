@@ -50,15 +50,24 @@ class LoopConfig:
     rollout_episodes: int = 50
     rollout_seed: int = 100_000  # round r uses seeds rollout_seed + r * rollout_episodes + i
     teleop: Any = field(default_factory=dict)  # simulated operator fields (sim.teleop.TeleopConfig)
-    # where round r's rollouts live ("{round}" is replaced): several runs pointed at one folder post-train
-    # on identical rollouts (the first collects them, the others reuse them); None: <out>/round_<r>/rollouts
-    rollouts_dir: str | None = None
+    # round 1's rollouts (made by init_from): runs from the same base pointed at one folder post-train on
+    # identical rollouts (the first collects them, the others reuse them; a folder made by another
+    # checkpoint is refused). None: <out>/round_1/rollouts. Rounds >= 2 always live in
+    # <out>/round_<r>/rollouts, made by this run's own round r-1 checkpoint (training/rounds.py)
+    base_rollouts_dir: str | None = None
     evaluate_base: bool = True  # round 0: evaluate the base policy (off when a benchmark evaluates it once)
+    # after the last round, collect round R+1's rollouts with its checkpoint: its takeovers per episode
+    final_rollouts: bool = True
 
     def __post_init__(self) -> None:
         if self.rounds < 0 or self.rollout_episodes < 1:
             raise ValueError(
                 f"loop.rounds={self.rounds} >= 0 and rollout_episodes={self.rollout_episodes} >= 1"
+            )
+        if self.base_rollouts_dir and "{round}" in self.base_rollouts_dir:
+            raise ValueError(
+                f"loop.base_rollouts_dir={self.base_rollouts_dir!r} holds round 1's rollouts only "
+                "(rounds >= 2 live in <out>/round_<r>/rollouts): drop '{round}'"
             )
 
 

@@ -28,6 +28,7 @@ from training.config import TrainConfig
 from training.data import ChunkDataset, check_labels, check_policy_inputs, with_data_dims
 from training.ema import EMA
 from training.presets import resolve_task
+from training.rounds import round_config
 from training.run_folder import (
     LazyScalars,
     check_resume,
@@ -107,6 +108,10 @@ def check_inputs(cfg: TrainConfig) -> None:
     if cfg.init_from:
         check_checkpoint(cfg.init_from)
     check_policy_inputs(cfg.data, cfg.policy, cfg.init_from)  # its cameras and sizes in every dataset
+    try:  # the typed algo.* (and algo.critic.*) config: an unknown or refused field in one line
+        ALGORITHMS.get(cfg.algo["name"]).make_config(dict(cfg.algo))
+    except (TypeError, ValueError, KeyError) as exc:
+        raise InputError(str(exc.args[0]) if exc.args else repr(exc)) from None
     outcomes, takeovers = ALGORITHMS.get(cfg.algo["name"]).label_needs(dict(cfg.algo))
     if cfg.data.only_success:
         check_labels(cfg.data, "data.only_success=true", success=True, takeovers=False)
@@ -118,8 +123,6 @@ def check_inputs(cfg: TrainConfig) -> None:
     if cfg.out is not None:  # resume only the same run (a closed loop: its first round's training run)
         first_round = None
         if cfg.loop.rounds > 0 and cfg.init_from:
-            from training.closed_loop import round_config
-
             first_round = round_config(cfg, 1, cfg.init_from)
         check_resume(cfg, first_round)
 
@@ -407,24 +410,29 @@ def train(
     experiment: str | None = None,
     job: int | None = None,
     record: Callable[[Path], None] | None = None,
+    rounds: Callable[[TrainConfig], Path] | None = None,
 ) -> Path:
-    """Train (or resume) and return the final checkpoint folder; ``loop.rounds > 0`` runs closed-loop
-    rounds (rollouts -> critic -> post-training -> evaluation) instead.
+    """Train (or resume) and return the final checkpoint folder; ``loop.rounds > 0`` runs ``rounds(cfg)``
+    (closed-loop rounds: rollouts -> critic -> post-training -> evaluation) instead, in the same folder
+    lock and log. :func:`training.run.train` (``vla-train``) passes :func:`training.closed_loop.run_rounds`,
+    which this module does not import (closed_loop imports the :class:`Trainer`).
 
     ``out=None`` trains in a new folder named after ``experiment`` (else the algorithm) and the sweep's
     ``job`` (:func:`training.run_folder.default_out`). ``record(out)`` writes more files there once every
     check passed (``vla-train``: Hydra's ``.hydra/``); ``<out>/train.log`` gets what the run prints.
     """
     cfg = with_run_folder(cfg, experiment, job)
+    if cfg.loop.rounds > 0 and rounds is None:
+        raise InputError(
+            "loop.rounds > 0: call training.run.train (as vla-train does), not training.loop.train"
+        )
     check_inputs(cfg)  # a refused input (or another run's folder) leaves nothing behind: no folder, no lock
-    out, rounds = run_dir(cfg), cfg.loop.rounds > 0
-    what = "closed-loop post-training" if rounds else "training"
+    out = run_dir(cfg)
+    what = "closed-loop post-training" if cfg.loop.rounds > 0 else "training"
     with folder_lock(out, what), run_log(out):  # two runs in one folder would overwrite each other's files
         print(f"run folder: {out}")
         if record is not None:
             record(out)
-        if rounds:
-            from training.closed_loop import run_rounds
-
-            return run_rounds(cfg)  # each round's Trainer checks its inputs again, the new rollouts included
+        if rounds is not None and cfg.loop.rounds > 0:
+            return rounds(cfg)  # each round's Trainer checks its inputs again, the new rollouts included
         return Trainer(cfg, inputs_checked=True).run()

@@ -49,6 +49,7 @@ NOT_THE_RESULT = frozenset(
         "max_minutes",
         "env.workers",
         "wandb",
+        "loop.final_rollouts",  # a measurement after the last round, not part of any round's training
     }
 )
 

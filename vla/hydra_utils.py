@@ -10,7 +10,11 @@ from vla.errors import InputError
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "configs")
 # keys renamed on the command line (old -> new): an old spelling is refused with one line naming the new key
-RENAMED_KEYS = {"deploy.executor.horizon": "deploy.horizon", "env.horizon": "deploy.horizon"}
+RENAMED_KEYS = {
+    "deploy.executor.horizon": "deploy.horizon",
+    "env.horizon": "deploy.horizon",
+    "loop.rollouts_dir": "loop.base_rollouts_dir",  # round 1's only now: rounds >= 2 are each run's own
+}
 
 
 def typed_config(cfg: Any) -> Any:

@@ -38,3 +38,20 @@ def write_takeovers(root: Path, demos: int = 10, takeovers: int = 20, seed: int 
                 w.add_frame(toy_frame(img, state, action, human, float(p >= 1.0), p >= 1.0, "reach the goal"))
             w.end_episode(success=True, source="demo" if kind == "demo" else "policy")
     return root
+
+
+def write_patterns(root: Path, episodes: list[tuple[str, bool, str]], seed: int = 0) -> Path:
+    """Episodes spelled frame by frame, for label tests: each ``(pattern, success, source)``, the pattern's
+    ``p`` a policy frame (action BAD) and ``h`` a human takeover frame (action GOOD)."""
+    rng = np.random.default_rng(seed)
+    img = np.full((32, 32, 3), 128, np.uint8)
+    with EpisodeWriter(root, SPEC, durable=False) as w:
+        for pattern, success, source in episodes:
+            for t, c in enumerate(pattern):
+                state = rng.normal(0, 0.01, 8).astype(np.float32)
+                state[0] = t / len(pattern)
+                action = np.full(8, GOOD if c == "h" else BAD, np.float32)
+                end, reward = t == len(pattern) - 1, float(success and t == len(pattern) - 1)
+                w.add_frame(toy_frame(img, state, action, c == "h", reward, end, "reach the goal"))
+            w.end_episode(success=success, source=source)
+    return root

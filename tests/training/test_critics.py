@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from policies.flow_matching import FlowMatchingPolicy, debug_config
+from training.algorithms import ALGORITHMS
 from training.critics import CRITICS
 from training.data import ChunkDataset, DataConfig
+from vla.errors import NonFiniteError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from toy_episodes import write_toy_episodes
@@ -101,3 +103,34 @@ def test_habc_labels_human_frames_with_unit_weight(toy):
     assert (
         float(critic.y_v[first_human - 1]) == 0.0 and data.episodes[int(data.episode_id[first_human])].success
     )
+
+
+@pytest.mark.parametrize("bad", ["loss", "gradient norm"])
+def test_a_critic_fed_a_nan_stops_before_any_weight_moves(toy, bad):
+    data, policy = toy
+    cls = CRITICS.get("expectile_value")
+    critic = cls(cls.config_class(steps=5, batch_size=8, hidden=16, n_step=3), data, policy, progress=False)
+    own_loss, w = critic.loss, next(critic.parameters())
+    if bad == "loss":
+        critic.loss = lambda idx: own_loss(idx) * float("nan")
+    else:  # a finite loss, an infinite gradient: sqrt(0) = 0, its derivative inf
+        critic.loss = lambda idx: own_loss(idx) + torch.sqrt(w.flatten()[0] - w.flatten()[0].detach())
+    before = {k: v.clone() for k, v in critic.state_dict().items()}
+    with pytest.raises(NonFiniteError, match=rf"critic expectile_value: step 1: the {bad} is (nan|inf)"):
+        critic.fit()
+    assert all(torch.equal(before[k], v) for k, v in critic.state_dict().items())
+
+
+def test_the_critic_config_is_typed_once_and_names_an_unknown_field():
+    aloe = ALGORITHMS.get("aloe").make_config({"name": "aloe", "critic": {"mode": "indicator"}})
+    assert type(aloe.critic).__name__ == "QChunkConfig" and aloe.critic.mode == "indicator"
+    assert aloe.critic.online  # the class's default, read nowhere else
+    dpo = ALGORITHMS.get("flow_dpo").make_config({"name": "flow_dpo", "critic": {"online": True}})
+    assert dpo.critic.pairs and not dpo.critic.online  # what Flow-DPO fixes, whatever the YAML says
+    with pytest.raises(
+        KeyError,
+        match=r"algo.critic \(distributional_value\): unknown field\(s\) \['bnis'\].*known: .*'bins'",
+    ):
+        ALGORITHMS.get("recap").make_config({"name": "recap", "critic": {"bnis": 3}})
+    with pytest.raises(KeyError, match=r"algo.critic.reward: unknown field\(s\) \['tmax'\]"):
+        ALGORITHMS.get("awbc").make_config({"name": "awbc", "critic": {"reward": {"tmax": 3}}})

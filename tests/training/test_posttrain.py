@@ -178,6 +178,7 @@ def test_closed_loop_round_collects_rollouts_trains_and_evaluates(sim_base, tmp_
             f"data.roots=[{demos}]",
             "loop.rounds=1",
             "loop.rollout_episodes=2",
+            "loop.final_rollouts=false",  # (the last checkpoint's takeovers: tests/training/test_rounds.py)
             "+loop.teleop={stall_steps: 5, length: 60}",
             "env.episodes=2",
             "env.workers=1",

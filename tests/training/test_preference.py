@@ -17,7 +17,7 @@ from training.data import ChunkDataset, DataConfig
 from vla.policy import load_policy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from takeovers import BAD, GOOD, write_takeovers
+from takeovers import BAD, GOOD, write_patterns, write_takeovers
 from toy_episodes import write_toy_episodes
 from two_modes import fast_fraction, train_toy
 
@@ -53,6 +53,17 @@ def test_apo_labels_the_frames_before_a_takeover_undesirable(takeovers, tmp_path
     assert float(w[labels == 0].sum()) == 0.0
     idx = torch.multinomial(w, 4000, replacement=True, generator=torch.Generator().manual_seed(0))
     assert abs(float((labels[idx] == 1).float().mean()) - 0.5) < 0.03
+
+
+def test_apo_labels_the_lead_in_of_every_takeover(tmp_path):
+    """Two takeovers in an episode: the policy frames before each are undesirable, not only the first's;
+    human frames inside a lead-in (takeovers fewer than k frames apart) stay desirable."""
+    episodes = [("pppppphhppppphhh", True, "policy"), ("pphhphhp", False, "policy"), ("pppp", True, "demo")]
+    data = _data(write_patterns(tmp_path / "data", episodes))
+    got = [preference_labels(data, k=3)[data.episode_frames(e)].tolist() for e in range(3)]
+    assert got[0] == [0, 0, 0, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, 1, 1, 1]
+    assert got[1] == [-1, -1, 1, 1, -1, 1, 1, 1]
+    assert got[2] == [1, 1, 1, 1]
 
 
 def test_apo_refuses_data_without_takeovers_by_name(tmp_path):

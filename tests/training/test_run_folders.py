@@ -145,7 +145,7 @@ def test_a_closed_loop_resumes_its_own_rounds_and_refuses_another_config(toy, tm
     cfg = TrainConfig(
         init_from=str(ckpt),
         out=str(tmp_path / "loop"),
-        loop=LoopConfig(rounds=2, rollouts_dir=str(b)),
+        loop=LoopConfig(rounds=2, base_rollouts_dir=str(b)),
         progress=False,
         **common,
     )

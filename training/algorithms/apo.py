@@ -24,7 +24,7 @@ LABELS_DIR = "preference"  # <out>/preference/labels.safetensors: each frame's l
 class APOConfig(AlgoConfig):
     beta: float = 0.1  # [paper] KTO's temperature on the implicit reward r = log pi - log pi_ref
     z0_clamp: float = 5.0  # [paper] the reference point z0 is clamped to [-z0_clamp, z0_clamp]
-    undesirable_frames: int = 5  # [paper] K policy frames before the first takeover are undesirable
+    undesirable_frames: int = 5  # [paper] K policy frames before a takeover (each one: ours) are undesirable
     bc_weight: float = 1.0  # [paper's public code, bc_weight] L_FM on the desirable samples, added
     adaptive: bool = True  # [paper] adaptive reweighting by the policy's action error
     error_steps: int | None = None  # Euler steps of the policy's action for that error (None: its K)
@@ -43,9 +43,13 @@ class APOConfig(AlgoConfig):
 
 
 def preference_labels(data: Any, k: int, demos: str = "all") -> Tensor:  # [N] int8
-    """Per-frame labels: -1 for the ``k`` policy frames before an episode's first human takeover; +1 for
+    """Per-frame labels: -1 for the ``k`` policy frames before each human takeover of an episode; +1 for
     human frames, demonstrations (episodes whose ``source`` is not ``policy``; with ``demos="success"``
-    successful ones only) and the policy frames after the first takeover; 0 (unused) for the rest."""
+    successful ones only) and the other policy frames after the first takeover; 0 (unused) for the rest.
+
+    The paper (and METHODS.md) labels the lead-in of the first takeover; [ours] every takeover's lead-in, as
+    the first's: after a handback, the policy frames before a second takeover are the same kind of error.
+    A human frame inside a lead-in (two takeovers fewer than ``k`` frames apart) stays desirable."""
     labels = torch.zeros(len(data), dtype=torch.int8)
     for e, meta in enumerate(data.episodes):
         sl = data.episode_frames(e)
@@ -56,8 +60,12 @@ def preference_labels(data: Any, k: int, demos: str = "all") -> Tensor:  # [N] i
         if not bool(human.any()):
             continue
         first = int(human.int().argmax())
-        labels[sl.start + max(0, first - k) : sl.start + first] = UNDESIRABLE
         labels[sl.start + first : sl.stop] = DESIRABLE
+        onsets = human & ~torch.cat([human.new_zeros(1), human[:-1]])  # the first frame of each takeover
+        lead_in = torch.zeros_like(human)
+        for t in onsets.nonzero().flatten().tolist():
+            lead_in[max(0, t - k) : t] = True
+        labels[sl][lead_in & ~human] = UNDESIRABLE
     return labels
 
 

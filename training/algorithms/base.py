@@ -10,9 +10,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from training.optim import optimizer_step
 from vla.batch import Batch
 from vla.data.schema import IS_INTERVENTION
-from vla.errors import InputError, NonFiniteError
+from vla.errors import InputError
 from vla.registry import Registry
 
 
@@ -98,6 +99,20 @@ class GradientAlgorithm:
         (:func:`training.data.check_labels`); :func:`require_labels` checks the loaded data again."""
         return False, False
 
+    @classmethod
+    def make_config(cls, config: dict[str, Any] | None) -> AlgoConfig:
+        """The typed config of ``algo.*`` (with its critic's, for a credit algorithm), built once.
+
+        Raises:
+            TypeError: A field ``config_class`` does not have.
+            KeyError, ValueError: The config class's own checks (e.g. an unknown ``critic.*`` field).
+        """
+        fields = {"name": "sft", **(config or {})}
+        try:
+            return cls.config_class(**fields)
+        except TypeError as exc:
+            raise TypeError(f"algo: {exc} (fields of {cls.config_class.__name__})") from exc
+
     # where prepare() logs its own fitting, ``scalars({tag: value}, step)`` (the Trainer's TensorBoard)
     scalars: Callable[[dict[str, float], int], None] | None = None
 
@@ -111,11 +126,7 @@ class GradientAlgorithm:
     ) -> None:
         self.policy = policy
         self.optim = optim
-        fields = {"name": "sft", **(config or {})}
-        try:
-            self.config = self.config_class(**fields)
-        except TypeError as exc:
-            raise TypeError(f"algo: {exc} (fields of {self.config_class.__name__})") from exc
+        self.config = self.make_config(config)
         named = [(n, p) for n, p in policy.named_parameters() if p.requires_grad]
         indicator = [p for n, p in named if _is_indicator(n)]
         decay = [p for n, p in named if not _is_indicator(n) and p.ndim >= 2]
@@ -145,17 +156,9 @@ class GradientAlgorithm:
             NonFiniteError: The loss (before ``backward``) or the gradient norm (before the optimiser
                 step) is NaN/inf; no weight, optimiser moment or schedule has moved.
         """
-        if not bool(torch.isfinite(loss.detach()).all()):
-            raise NonFiniteError(f"the loss is {float(loss.detach())}")
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.optim.grad_clip)
-        if not bool(torch.isfinite(norm)):
-            self.optimizer.zero_grad(set_to_none=True)
-            raise NonFiniteError(f"the gradient norm is {float(norm)} (loss {float(loss.detach()):.4g})")
-        self.optimizer.step()
+        norm = optimizer_step(loss, self.policy.parameters(), self.optimizer, self.optim.grad_clip)
         self.scheduler.step()
-        return {"loss": float(loss.detach()), "grad_norm": float(norm), "lr": self.scheduler.get_last_lr()[0]}
+        return {"loss": float(loss.detach()), "grad_norm": norm, "lr": self.scheduler.get_last_lr()[0]}
 
     def update(self, batch: Batch) -> dict[str, float]:
         raise NotImplementedError

@@ -3,7 +3,7 @@ on the labels. RECAP (indicator conditioning), ALOE, HABC and AWBC (advantage we
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +14,8 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from training.algorithms.base import ALGORITHMS, AlgoConfig, GradientAlgorithm, require_labels
-from training.critics import CRITICS
+from training.critics import CRITICS, CriticConfig, critic_config
+from training.optim import optimizer_step
 from vla.batch import Batch
 
 LABELS_FILE = "labels.safetensors"
@@ -23,7 +24,9 @@ SUMMARY_FILE = "summary.json"
 
 @dataclass
 class CreditConfig(AlgoConfig):
-    critic: dict[str, Any] = field(default_factory=dict)  # fields of the critic's config
+    # the critic's typed config (its class's ``config_class``), built once from ``algo.critic``'s fields by
+    # :meth:`CreditAlgorithm.make_config`
+    critic: CriticConfig = field(default_factory=CriticConfig)
     guidance: float | None = None  # RECAP / ALOE indicator mode: CFG scale beta, the checkpoint's default
 
 
@@ -36,6 +39,23 @@ class CreditAlgorithm(GradientAlgorithm):
     label_keys: ClassVar[tuple[str, ...]] = ()
 
     critic: Any = None  # the fitted critic (None when its labels were reloaded on resume)
+    critic_overrides: ClassVar[dict[str, Any]] = {}  # critic fields the algorithm fixes, whatever the YAML
+
+    @classmethod
+    def make_config(cls, config: dict[str, Any] | None) -> CreditConfig:
+        """``algo.*`` typed, ``critic`` as the config of ``critic_name``'s class (``CRITICS``).
+
+        Raises:
+            KeyError: An ``algo.critic.*`` field the critic's config does not have (one line, the known ones).
+        """
+        fields = dict(config or {})
+        critic = fields.get("critic") or {}
+        if isinstance(critic, CriticConfig):
+            critic = dataclasses.replace(critic, **cls.critic_overrides) if cls.critic_overrides else critic
+        else:
+            critic = {**critic, **cls.critic_overrides}
+        fields["critic"] = critic_config(cls.critic_name, critic)
+        return super().make_config(fields)  # type: ignore[return-value]
 
     @classmethod
     def label_needs(cls, config: dict[str, Any]) -> tuple[bool, bool]:
@@ -51,7 +71,7 @@ class CreditAlgorithm(GradientAlgorithm):
             summary = json.loads((folder / SUMMARY_FILE).read_text())
         else:
             cls = CRITICS.get(self.critic_name)
-            critic = cls(cls.config_class(**self.config.critic), data, self.policy, progress)  # type: ignore[attr-defined]
+            critic = cls(self.config.critic, data, self.policy, progress)  # type: ignore[attr-defined]
             self.critic = critic
             history = critic.fit(log=self.scalars)
             labels = critic.label()
@@ -150,11 +170,11 @@ class ALOE(AdvantageWeighted):
 
     @property
     def indicator(self) -> bool:
-        return self.config.critic.get("mode", "weight") == "indicator"  # type: ignore[attr-defined]
+        return self.config.critic.mode == "indicator"  # type: ignore[attr-defined]
 
     @property
     def online(self) -> bool:
-        return bool(self.config.critic.get("online", True)) and not self.indicator  # type: ignore[attr-defined]
+        return bool(self.config.critic.online) and not self.indicator  # type: ignore[attr-defined]
 
     def needed_labels(self) -> tuple[str, ...]:
         return ("cond",) if self.indicator else ("weight",)
@@ -171,8 +191,8 @@ class ALOE(AdvantageWeighted):
                 from training.critics.base import load_critic_weights
 
                 cls = CRITICS.get(self.critic_name)
-                cfg = cls.config_class(**self.config.critic)  # type: ignore[attr-defined]
-                self.critic = load_critic_weights(cls(cfg, data, self.policy, progress), Path(out) / "critic")
+                critic = cls(self.config.critic, data, self.policy, progress)  # type: ignore[attr-defined]
+                self.critic = load_critic_weights(critic, Path(out) / "critic")
             c = self.critic
             params = [p for p in c.parameters() if p.requires_grad]
             self.critic_params = params
@@ -192,12 +212,7 @@ class ALOE(AdvantageWeighted):
         baseline = c.policy_chunks(self.policy, idx, c.cfg.samples, self.sample_generator)  # [B, m, H, A]
         c.train()
         loss = c.loss(idx, boot).mean()
-        if not bool(torch.isfinite(loss.detach())):
-            raise FloatingPointError(f"aloe: the online critic's loss is {loss.item()}")
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.critic_params, 10.0)
-        self.critic_optimizer.step()
+        optimizer_step(loss, self.critic_params, self.critic_optimizer, 10.0, what="aloe: the online critic")
         c.after_step()
         c.eval()
         return float(loss.detach()), baseline
@@ -254,7 +269,7 @@ class HABC(AdvantageWeighted):
 
     @property
     def per_batch(self) -> bool:
-        return self.config.critic.get("standardise", "batch") == "batch"  # type: ignore[attr-defined]
+        return self.config.critic.standardise == "batch"  # type: ignore[attr-defined]
 
     def needed_labels(self) -> tuple[str, ...]:
         return ("a_v", "a_e", "gate", "human") if self.per_batch else ("weight",)
@@ -263,14 +278,8 @@ class HABC(AdvantageWeighted):
         """w of the batch's frames, z taken over the batch's autonomous frames [B]."""
         from training.critics.targets import habc_weights
 
-        c = self.critic_config
+        c = self.config.critic  # type: ignore[attr-defined]
         return habc_weights(batch["a_v"], batch["a_e"], batch["gate"], batch["human"].bool(), c.beta, c.w_max)
-
-    @functools.cached_property
-    def critic_config(self) -> Any:
-        from training.critics.habc import HABCConfig
-
-        return HABCConfig(**self.config.critic)  # type: ignore[attr-defined]
 
     def update(self, batch: Batch) -> dict[str, float]:
         if not self.per_batch:

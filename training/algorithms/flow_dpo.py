@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch.nn.functional as F
 from torch import Tensor
@@ -40,11 +40,12 @@ class FlowDPO(CreditAlgorithm):
 
     config_class = FlowDPOConfig
     critic_name = "chunk_q"
+    # the critic scores pairs; never ALOE's online weights
+    critic_overrides: ClassVar[dict[str, Any]] = {"pairs": True, "online": False}
     label_keys = ("chosen", "rejected")
     config: FlowDPOConfig
 
     def prepare(self, data: Any, out: Any, progress: bool = True) -> dict[str, float]:
-        self.config.critic = {**self.config.critic, "pairs": True, "online": False}
         summary = super().prepare(data, out, progress)
         h, want = data.labels["chosen"].shape[1], self.policy.chunk_size
         if h != want:

@@ -25,8 +25,8 @@ from tqdm import tqdm
 from policies.flow_matching.encoders import CNNEncoder
 from training.critics.targets import RewardConfig
 from training.data import ChunkDataset
+from training.optim import optimizer_step
 from vla.batch import IMAGE_PREFIX, STATE, Batch
-from vla.errors import NonFiniteError
 from vla.registry import Registry
 
 CRITIC_FILE = "critic.safetensors"
@@ -186,18 +186,12 @@ class Critic(nn.Module):
         for i in bar:
             pick = torch.randint(len(self.train_frames), (cfg.batch_size,), generator=self.generator)
             loss = self.loss(self.train_frames[pick]).mean()
-            if not bool(torch.isfinite(loss.detach())):
-                raise NonFiniteError(f"critic {self.name}: step {i + 1}: the loss is {loss.item()}; {_FIX}")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(params, 10.0)  # a fixed safety clip: raw returns
-            if not bool(torch.isfinite(norm)):
-                raise NonFiniteError(f"critic {self.name}: step {i + 1}: the gradient norm is {norm}; {_FIX}")
-            opt.step()
+            # a fixed safety clip: raw returns
+            norm = optimizer_step(loss, params, opt, 10.0, what=f"critic {self.name}: step {i + 1}", fix=_FIX)
             self.after_step()
             history.append(loss.item())
             if log is not None:
-                log({"critic/loss": history[-1], "critic/grad_norm": float(norm)}, i + 1)
+                log({"critic/loss": history[-1], "critic/grad_norm": norm}, i + 1)
             if len(history) % 50 == 0:
                 bar.set_postfix(loss=f"{np.mean(history[-50:]):.4f}")
         self.eval()
@@ -212,6 +206,35 @@ class Critic(nn.Module):
         meta = {"type": self.name, "config": dataclasses.asdict(self.cfg), **(extra or {})}
         (out / CRITIC_CONFIG).write_text(yaml.safe_dump(meta, sort_keys=False))
         return out
+
+
+def critic_config(name: str, fields: dict[str, Any] | CriticConfig | None) -> CriticConfig:
+    """The typed config of the critic registered as ``name`` from ``algo.critic``'s fields (a config
+    already typed is returned as it is).
+
+    Raises:
+        KeyError: A field (or ``reward.*`` field) the critic's config does not have: one line naming it
+            and the known ones.
+    """
+    cls = CRITICS.get(name).config_class
+    if isinstance(fields, CriticConfig):
+        if not isinstance(fields, cls):
+            raise TypeError(
+                f"algo.critic: a {type(fields).__name__} for critic {name}, which reads {cls.__name__}"
+            )
+        return fields
+    fields = dict(fields or {})
+    _check_fields(cls, fields, f"algo.critic ({name})")
+    if isinstance(fields.get("reward"), dict):
+        _check_fields(RewardConfig, fields["reward"], "algo.critic.reward")
+    return cls(**fields)
+
+
+def _check_fields(cls: type, fields: dict[str, Any], where: str) -> None:
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(fields) - names)
+    if unknown:
+        raise KeyError(f"{where}: unknown field(s) {unknown} for {cls.__name__}; known: {sorted(names)}")
 
 
 def read_critic_config(directory: str | Path) -> dict[str, Any]:

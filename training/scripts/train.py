@@ -14,7 +14,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from training.config import TrainConfig
-from training.loop import train
+from training.run import train
 from vla.errors import exit_on_refusal
 from vla.hydra_utils import CONFIG_DIR, refuse_renamed, schema_node, typed_config
 

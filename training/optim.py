@@ -1,0 +1,47 @@
+"""The one optimiser step of the training stack, for policies (``GradientAlgorithm.step``) and critics
+(``Critic.fit``, ALOE's online critic): zero_grad, backward, clip, a non-finite check, step."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import Tensor
+
+from vla.errors import NonFiniteError
+
+
+def optimizer_step(
+    loss: Tensor,
+    params: Iterable[Tensor],
+    optimizer: torch.optim.Optimizer,
+    clip: float,
+    *,
+    what: str = "",
+    fix: str = "",
+) -> float:
+    """One step of ``optimizer`` on the scalar ``loss``, gradients clipped to norm ``clip``; returns the
+    gradient norm before clipping.
+
+    Args:
+        what: What is being trained, the start of an error's message (e.g. ``"critic habc: step 3"``).
+        fix: What to do, the end of an error's message.
+
+    Raises:
+        NonFiniteError: The loss (before ``backward``) or the gradient norm (before the step) is NaN/inf,
+            e.g. ``critic habc: step 3: the loss is nan; <fix>``; no weight or optimiser moment has moved.
+    """
+
+    def refuse(problem: str) -> NonFiniteError:
+        return NonFiniteError(": ".join(p for p in (what, problem) if p) + (f"; {fix}" if fix else ""))
+
+    if not bool(torch.isfinite(loss.detach()).all()):
+        raise refuse(f"the loss is {float(loss.detach())}")
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(params, clip)
+    if not bool(torch.isfinite(norm)):
+        optimizer.zero_grad(set_to_none=True)
+        raise refuse(f"the gradient norm is {float(norm)} (loss {float(loss.detach()):.4g})")
+    optimizer.step()
+    return float(norm)
