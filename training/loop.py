@@ -116,9 +116,10 @@ def check_inputs(cfg: TrainConfig) -> None:
     if cfg.data.only_success:
         check_labels(cfg.data, "data.only_success=true", success=True, takeovers=False)
     # (closed-loop rounds collect their takeovers: only the given data must hold the outcomes)
-    check_labels(
-        cfg.data, f"algo={cfg.algo['name']}", success=outcomes, takeovers=takeovers and not cfg.loop.rounds
-    )
+    who = f"algo={cfg.algo['name']}"
+    if cfg.algo.get("indicator", "none") != "none":  # sft's base with the RECAP indicator: name the field
+        who += f" algo.indicator={cfg.algo['indicator']}"
+    check_labels(cfg.data, who, success=outcomes, takeovers=takeovers and not cfg.loop.rounds)
     check_wandb(cfg)
     if cfg.out is not None:  # resume only the same run (a closed loop: its first round's training run)
         first_round = None

@@ -161,7 +161,10 @@ def test_methods_refuse_labels_a_plain_dataset_lacks(plain, tmp_path):
         Trainer(_cfg([plain["state"]], tmp_path / "b", cameras=(), algo={"name": "apo"}))
     with pytest.raises(InputError, match=r"images: data\.only_success=true needs episode success"):
         Trainer(_cfg([plain["images"]], tmp_path / "c", only_success=True))
-    assert not any((tmp_path / d).exists() for d in "abc")  # refused from the metadata, before any folder
+    sft_i = {"name": "sft", "indicator": "success"}  # the RECAP-ready base: I = the episode's success
+    with pytest.raises(InputError, match=r"images: algo=sft algo\.indicator=success needs episode success"):
+        Trainer(_cfg([plain["images"]], tmp_path / "d", algo=sft_i))
+    assert not any((tmp_path / d).exists() for d in "abcd")  # refused from the metadata, before any folder
 
 
 def test_key_map_and_a_six_dim_state(plain, tmp_path):
