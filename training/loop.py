@@ -49,7 +49,7 @@ from vla.checkpoint import (
     save_train_state,
     staging_dir,
 )
-from vla.checks import check_checkpoint, check_dataset, read_safetensors_header
+from vla.checks import check_checkpoint, check_dataset
 from vla.errors import InputError, NonFiniteError
 from vla.evaluation import EnvRunner, make_runner
 from vla.lock import folder_lock
@@ -206,17 +206,15 @@ class Trainer:
         self.runner: EnvRunner | None = env_runner(cfg, self.out) if cfg.env.runner else None
 
     def _resume_state(self) -> dict[str, Any]:
-        """``checkpoints/last``'s train state, after the checks of the folder (an input like any other)."""
-        tensors = self.last / TRAIN_STATE_DIR / "tensors.safetensors"
+        """``checkpoints/last``'s train state. The folder was checked by :func:`check_inputs`
+        (``training.run_folder.check_resume``: the checkpoint, the train state's header, its config)."""
+        state_json = self.last / TRAIN_STATE_DIR / "state.json"
         try:
-            check_checkpoint(self.last)
-            read_safetensors_header(tensors)
-            try:
-                state = load_train_state(self.last)
-            except (OSError, ValueError, KeyError, TypeError) as exc:  # state.json missing or damaged
-                raise InputError(f"{tensors.parent / 'state.json'}: unreadable ({exc})") from exc
-        except InputError as exc:
-            raise InputError(f"{exc}; cannot resume (resume=false to restart, or another out=)") from exc
+            state = load_train_state(self.last)
+        except (OSError, ValueError, KeyError, TypeError) as exc:  # changed since the check
+            raise InputError(
+                f"{state_json}: unreadable ({exc}); cannot resume (resume=false to restart, or another out=)"
+            ) from exc
         assert state is not None
         return state
 
