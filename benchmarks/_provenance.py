@@ -1,63 +1,16 @@
-"""What every benchmark record carries: the commit (and whether the tree was dirty), the machine, the date
-and the wall time of the run that produced it."""
+"""What every benchmark record carries (:mod:`vla.provenance`: the commit, the machine, the date and the wall
+time), and where the records go."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import platform
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
-ROOT = RESULTS.parents[1]
-RECORDS = ":!benchmarks/results"  # the records themselves do not make a tree dirty
+from vla.provenance import ROOT, code_version, provenance
 
-
-def _git(*args: str) -> str:
-    try:
-        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=ROOT)
-        return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
-def code_version() -> str:
-    """The trees of the code that makes a checkpoint or an evaluation, plus any uncommitted diff of it: the
-    part of a cache key that says which code made the cached thing."""
-    dirs = ["vla", "policies", "training", "sim", "configs"]
-    trees = " ".join(_git("rev-parse", f"HEAD:{d}") for d in dirs)
-    diff = _git("diff", "HEAD", "--", *dirs)
-    return hashlib.sha1(f"{trees}\n{diff}".encode()).hexdigest()[:12]
-
-
-def _cpu_model() -> str:
-    """The CPU's model name (Linux; "" where unknown): machines with the same core count differ 2-3x."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return ""
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
-
-
-def provenance(started: float) -> dict[str, Any]:
-    """``started``: ``time.time()`` when the run began."""
-    return {
-        "commit": _git("rev-parse", "HEAD") or "unknown",
-        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", RECORDS)),
-        "machine": {
-            "arch": platform.machine(),
-            "cpus": os.cpu_count(),
-            "processor": platform.processor() or platform.machine(),
-            "cpu_model": _cpu_model(),
-            "python": platform.python_version(),
-        },
-        "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)),
-        "wall_minutes": round((time.time() - started) / 60, 2),
-    }
+RESULTS = ROOT / "benchmarks" / "results"
+__all__ = ["RESULTS", "ROOT", "code_version", "provenance", "write_record"]
 
 
 def write_record(name: str, record: dict[str, Any], started: float) -> Path:

@@ -27,6 +27,8 @@ rollouts are made by round r's checkpoint, so they are attributed to row r (``op
 folder), never to the checkpoint trained on them. The last round's checkpoint has no next round: with
 ``loop.final_rollouts=true`` (default) one more collection, round R+1's (its seeds, its folder
 ``<out>/round_<R+1>/rollouts``), measures it; a later run with ``loop.rounds=R+1`` trains on those.
+``loop.round_eval_episodes`` evaluates the rounds before the last on fewer episodes (each row's
+``eval_episodes`` says how many).
 """
 
 from __future__ import annotations
@@ -176,10 +178,12 @@ def run_rounds(cfg: TrainConfig) -> Path:
             continue
         _measure(cfg, runner, rounds, r, ckpt)  # round r's rollouts: round r-1's takeovers
         report.write_text(json.dumps(rounds, indent=2))
-        trainer = Trainer(round_config(cfg, r, ckpt))
+        round_cfg = round_config(cfg, r, ckpt)
+        trainer = Trainer(round_cfg)
         ckpt = trainer.run()
-        metrics = trainer.last_metrics or runner.run(ckpt, r)
-        rounds.append({"round": r, "checkpoint": str(ckpt), **trainer.prepared, **metrics})
+        metrics = trainer.last_metrics or env_runner(round_cfg, out).run(ckpt, r)
+        row = {"round": r, "checkpoint": str(ckpt), "eval_episodes": round_cfg.env.episodes}
+        rounds.append({**row, **trainer.prepared, **metrics})
         report.write_text(json.dumps(rounds, indent=2))
     final = next(x for x in rounds if x["round"] == loop.rounds)
     if loop.final_rollouts and "takeovers_per_episode" not in final:  # the last checkpoint's takeovers

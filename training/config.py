@@ -58,8 +58,13 @@ class LoopConfig:
     evaluate_base: bool = True  # round 0: evaluate the base policy (off when a benchmark evaluates it once)
     # after the last round, collect round R+1's rollouts with its checkpoint: its takeovers per episode
     final_rollouts: bool = True
+    # evaluation episodes of the rounds before the last (None: env.episodes, as the last round's); fewer
+    # make the intermediate rows cheaper and wider (rounds.json records each row's count)
+    round_eval_episodes: int | None = None
 
     def __post_init__(self) -> None:
+        if self.round_eval_episodes is not None and self.round_eval_episodes < 1:
+            raise ValueError(f"loop.round_eval_episodes={self.round_eval_episodes}: >= 1, or null")
         if self.rounds < 0 or self.rollout_episodes < 1:
             raise ValueError(
                 f"loop.rounds={self.rounds} >= 0 and rollout_episodes={self.rollout_episodes} >= 1"

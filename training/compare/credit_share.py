@@ -1,8 +1,8 @@
 """Where a credit method's actor signal goes: the share of it on each part of the data design.
 
-A diagnosis for ``benchmarks/posttrain.py``, read from the labels a method's critic stored
-(``<arm>/round_1/train/critic/labels.safetensors``, one row per training frame in the order the
-training data loads them: the demo roots, then the rollouts, the first ``max_episodes`` of each).
+A diagnosis for a comparison (``vla-compare``), read from the labels a method's critic stored in a round
+(``<arm>/round_<r>/train/critic/labels.safetensors``, one row per training frame in the order the training
+data loads them: the data roots, then rounds 1..r's rollouts, the first ``max_episodes`` of each).
 
 - weight methods (AWBC, ALOE, HABC): the share of the total per-frame weight on each group. HABC's
   weights are standardised per batch (the spec), so they are recomputed here over random batches of the
@@ -33,7 +33,7 @@ from vla.data.reader import iter_episodes, read_episode_info
 from vla.data.schema import IS_INTERVENTION
 
 
-def frame_groups(roots: list[Path], names: list[str], max_episodes: int) -> list[str]:
+def frame_groups(roots: list[Path], names: list[str], max_episodes: int | None) -> list[str]:
     """One group name per training frame: ``<name> ok|failed``, rollouts' takeover frames as ``human``."""
     groups: list[str] = []
     for root, name in zip(roots, names, strict=True):
@@ -78,11 +78,19 @@ def signal(labels: dict[str, torch.Tensor], algo: str, critic: dict, batch: int)
 
 
 def credit_shares(
-    arm_out: Path, roots: list[Path], names: list[str], max_episodes: int, algo: str, critic: dict, batch: int
+    arm_out: Path,
+    roots: list[Path],
+    names: list[str],
+    max_episodes: int | None,
+    algo: str,
+    critic: dict,
+    batch: int,
+    round_: int = 1,
 ) -> dict[str, dict[str, float]]:
     """``{group: {"frames": %, "signal": %, "mean_w", "w_q10", "w_q50", "w_q90"}}``: the group's share of the
-    frames and of the actor's signal, and its frames' weights relative to the mean over all frames."""
-    train = arm_out / "round_1" / "train"
+    frames and of the actor's signal in round ``round_`` (``roots``: its training data, in order), and its
+    frames' weights relative to the mean over all frames."""
+    train = arm_out / f"round_{round_}" / "train"
     folder = train / "critic" if (train / "critic").is_dir() else train / "preference"  # APO: no critic
     labels = load_file(str(folder / "labels.safetensors"))
     groups = frame_groups(roots, names, max_episodes)

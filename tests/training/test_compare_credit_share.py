@@ -1,4 +1,4 @@
-"""benchmarks/_credit_share.py: frames grouped by the data design, and each method's signal read the way
+"""training/compare/credit_share.py: frames grouped by the data design, and each method's signal read the way
 its actor reads it (HABC's per-batch weights recomputed, its dataset variant's stored weights used)."""
 
 import sys
@@ -8,13 +8,11 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from training.compare.credit_share import credit_shares, frame_groups, signal
 from vla.data.reader import read_episode_info
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _credit_share import credit_shares, frame_groups, signal  # noqa: E402
-from toy_episodes import write_toy_episodes  # noqa: E402
+from toy_episodes import write_toy_episodes
 
 
 @pytest.fixture(scope="module")
