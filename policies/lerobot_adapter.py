@@ -43,6 +43,7 @@ from vla.batch import ACTION, IMAGE_PREFIX, STATE, TASK, Batch, masked_chunk_mea
 from vla.checkpoint import STATS_FILE, load_model_state, load_stats, read_config, save_checkpoint
 from vla.data.stats import Normalizer
 from vla.flow import sample_beta
+from vla.sharding import draw
 
 Stats = dict[str, dict[str, np.ndarray]]
 LEROBOT_NORM = {"MEAN_STD": "mean_std", "MIN_MAX": "min_max", "QUANTILES": "quantiles"}
@@ -197,7 +198,7 @@ class LeRobotFlowAdapter(nn.Module):
         cfg = self.config
         shape = (b, cfg.chunk_size, cfg.max_action_dim)
         if noise is None:
-            return torch.randn(shape, generator=generator).to(self.device)
+            return draw(torch.randn, shape, generator).to(self.device)
         noise = noise.to(self.device).float()
         if tuple(noise.shape) == (b, cfg.chunk_size, cfg.action_dim):
             return pad_vector(noise, cfg.max_action_dim)
@@ -224,7 +225,7 @@ class LeRobotFlowAdapter(nn.Module):
             raise ValueError(f"cond must be a [B={b}] tensor of 0/1 indicators, got {cond.tolist()}")
         rows = self.model.indicator(cond)
         if dropout and self.training and self.config.cond_dropout > 0:  # CFG training: drop the indicator
-            keep = torch.rand(b, generator=generator) >= self.config.cond_dropout
+            keep = draw(torch.rand, (b,), generator) >= self.config.cond_dropout
             rows = rows * keep.to(rows)[:, None]
         return rows
 

@@ -6,7 +6,9 @@ checkpoint's ``train_state`` holds the raw weights, optimiser, schedule, EMA, st
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import logging
 import random
@@ -23,6 +25,7 @@ from tqdm import tqdm
 
 import policies  # noqa: F401  (registers the policies)
 from hardware.profiles import PROFILES
+from training import distributed
 from training.algorithms import ALGORITHMS
 from training.config import TrainConfig
 from training.data import ChunkDataset, check_labels, check_policy_inputs, with_data_dims
@@ -56,6 +59,7 @@ from vla.lock import folder_lock
 from vla.policy import POLICIES, load_policy
 from vla.runtime.defaults import DeployDefaults
 from vla.runtime.upcycling import UPCYCLING_FILE, calibration_from_actions
+from vla.sharding import rows_of
 
 log = logging.getLogger(__name__)
 
@@ -144,11 +148,24 @@ def _set_rng_state(state: dict[str, Any]) -> None:
     random.setstate((3, tuple(int(x) for x in state["python"]), None))
 
 
+class _NoWriter:
+    """A data-parallel rank's stand-in for TensorBoard's writer: rank 0 alone logs."""
+
+    def add_scalar(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class Trainer:
     def __init__(self, cfg: TrainConfig, *, inputs_checked: bool = False) -> None:
         cfg = with_run_folder(cfg)  # out=None: a new folder of its own
         if not inputs_checked:
             check_inputs(cfg)  # before anything is read for real or written
+        self.world = distributed.init(cfg.device)  # one process unless started by torchrun / accelerate
+        cfg = dataclasses.replace(cfg, device=distributed.device_of(cfg.device, self.world))
+        distributed.check_batch(cfg.batch_size, self.world)
         self.cfg = cfg
         torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
@@ -180,11 +197,13 @@ class Trainer:
         self.upcycling = self._calibrate_upcycling(cfg.control_hz)
         self.deploy_horizon = self._deploy_horizon(int(self.policy.chunk_size))
         self.algo = algo_cls(self.policy, cfg.optim, cfg.steps, seed=cfg.seed, config=params)
-        self.wandb = start_wandb(cfg, self.out)  # None unless wandb.enable; before any SummaryWriter
-        critic_tb = LazyScalars(self.out / "tb" / "critic")  # a critic's fitting, beside the policy's scalars
+        main = self.world.main
+        self.wandb = start_wandb(cfg, self.out) if main else None  # before any SummaryWriter
+        work = self.out if main else self._rank_folder()  # rank 0 alone writes the run folder
+        critic_tb = LazyScalars(work / "tb" / "critic")  # a critic's fitting, beside the policy's scalars
         self.algo.scalars = critic_tb
         try:
-            self.prepared = self.algo.prepare(self.data, self.out, progress=cfg.progress)
+            self.prepared = self.algo.prepare(self.data, work, progress=cfg.progress and main)
         finally:
             critic_tb.close()
         if self.prepared:
@@ -203,7 +222,18 @@ class Trainer:
             self.step = int(state["step"])
             self._saved_step = self.step
             print(f"resuming {self.last} at step {self.step}")
-        self.runner: EnvRunner | None = env_runner(cfg, self.out) if cfg.env.runner else None
+        self.runner: EnvRunner | None = env_runner(cfg, self.out) if cfg.env.runner and main else None
+
+    def _rank_folder(self) -> Path:
+        """A data-parallel rank's own scratch folder for what its algorithm's ``prepare`` writes (the same as
+        rank 0's), with rank 0's folders the algorithm reads back on a resume (``resume_dirs``) linked in."""
+        folder = self.out / ".ranks" / str(self.world.rank)
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        for name in getattr(self.algo, "resume_dirs", ()):
+            if (self.out / name).is_dir():
+                (folder / name).symlink_to((self.out / name).resolve(), target_is_directory=True)
+        return folder
 
     def _resume_state(self) -> dict[str, Any]:
         """``checkpoints/last``'s train state. The folder was checked by :func:`check_inputs`
@@ -263,7 +293,10 @@ class Trainer:
         )
 
     def save(self) -> Path:
-        """Write ``checkpoints/last``: EMA weights as the model; raw weights and the rest in train_state."""
+        """Write ``checkpoints/last``: EMA weights as the model; raw weights and the rest in train_state.
+        Rank 0 alone writes (the ranks hold the same weights)."""
+        if not self.world.main:
+            return self.last
         if self._saved_step == self.step and self.last.exists():
             return self.last  # already written at this step (e.g. by the final evaluation)
         shadow = self.ema.shadow if self.ema is not None else {}
@@ -335,14 +368,14 @@ class Trainer:
         """
         from torch.utils.tensorboard import SummaryWriter
 
-        cfg = self.cfg
-        writer = SummaryWriter(str(self.out / "tb"), purge_step=self.step)
+        cfg, w = self.cfg, self.world
+        writer = SummaryWriter(str(self.out / "tb"), purge_step=self.step) if w.main else _NoWriter()
         stop = min(cfg.steps, cfg.stop_after or cfg.steps)
         bar = tqdm(
             total=cfg.steps,
             initial=self.step,
             desc=f"train {cfg.algo['name']}",
-            disable=not cfg.progress,
+            disable=not (cfg.progress and w.main),
             unit="step",
             dynamic_ncols=True,
         )
@@ -353,14 +386,17 @@ class Trainer:
         doing = self.step  # the step being computed or saved, for the report of a non-finite stop
         try:
             while self.step < stop:
-                if time.perf_counter() > deadline:
+                if cfg.max_minutes and not distributed.all_agree(time.perf_counter() <= deadline):
                     tqdm.write(f"time budget of {cfg.max_minutes} min reached at step {self.step}")
                     out_of_time = True
                     break
                 self.policy.train()
-                batch = to_device(self.data.sample(cfg.batch_size, self.data_gen), cfg.device)
+                # the global batch, drawn alike by every rank; this rank's rows of it (all of it for one)
+                batch = distributed.shard_rows(self.data.sample(cfg.batch_size, self.data_gen), w)
+                batch = to_device(batch, cfg.device)
                 doing = self.step + 1
-                metrics = self.algo.update(batch)  # raises before any weight moves on a NaN/inf
+                with rows_of(w.rank, w.size):  # per-row noise drawn for the global batch too
+                    metrics = self.algo.update(batch)  # raises before any weight moves on a NaN/inf
                 if self.ema is not None:
                     self.ema.update(self.policy)
                 self.step += 1
@@ -368,6 +404,7 @@ class Trainer:
                 bar.update(1)
                 bar.set_postfix(loss=f"{smooth:.4f}", lr=f"{metrics['lr']:.2e}")
                 if self.step % cfg.log_every == 0:
+                    metrics = distributed.mean_metrics(metrics)  # the ranks' means (every rank calls)
                     for k, v in metrics.items():
                         writer.add_scalar(f"train/{k}", v, self.step)
                 evaluate_now = self.runner is not None and (
@@ -420,18 +457,40 @@ def train(
     ``job`` (:func:`training.run_folder.default_out`). ``record(out)`` writes more files there once every
     check passed (``vla-train``: Hydra's ``.hydra/``); ``<out>/train.log`` gets what the run prints.
     """
+    w = distributed.init(cfg.device)  # one process unless started by torchrun / accelerate launch
+    distributed.check_batch(cfg.batch_size, w)
+    if w.size > 1 and cfg.loop.rounds > 0:
+        raise InputError(
+            f"loop.rounds={cfg.loop.rounds} under a launcher ({w.size} processes): closed-loop rounds run in "
+            "one process (vla-train without torchrun)"
+        )
     cfg = with_run_folder(cfg, experiment, job)
+    if w.size > 1:  # one run folder: rank 0's (out=None names it by the clock)
+        cfg = dataclasses.replace(cfg, out=distributed.from_main(cfg.out))
     if cfg.loop.rounds > 0 and rounds is None:
         raise InputError(
             "loop.rounds > 0: call training.run.train (as vla-train does), not training.loop.train"
         )
     check_inputs(cfg)  # a refused input (or another run's folder) leaves nothing behind: no folder, no lock
+    distributed.barrier()  # every rank has read the run folder before rank 0 writes to it
     out = run_dir(cfg)
+    if not w.main:  # rank 0 holds the lock, writes the log, the record and the checkpoints, and prints
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                last = Trainer(cfg, inputs_checked=True).run()
+        finally:
+            shutil.rmtree(out / ".ranks" / str(w.rank), ignore_errors=True)
+        distributed.barrier()  # rank 0 may still evaluate and save: leave together (not after a failure)
+        return last
     what = "closed-loop post-training" if cfg.loop.rounds > 0 else "training"
     with folder_lock(out, what), run_log(out):  # two runs in one folder would overwrite each other's files
-        print(f"run folder: {out}")
+        print(f"run folder: {out}" + (f" ({w.size} data-parallel processes)" if w.size > 1 else ""))
         if record is not None:
             record(out)
         if rounds is not None and cfg.loop.rounds > 0:
             return rounds(cfg)  # each round's Trainer checks its inputs again, the new rollouts included
-        return Trainer(cfg, inputs_checked=True).run()
+        last = Trainer(cfg, inputs_checked=True).run()
+    if w.size > 1:
+        distributed.barrier()  # the other ranks are done with their scratch folders
+        shutil.rmtree(out / ".ranks", ignore_errors=True)
+    return last

@@ -1,5 +1,6 @@
 """The one optimiser step of the training stack, for policies (``GradientAlgorithm.step``) and critics
-(``Critic.fit``, ALOE's online critic): zero_grad, backward, clip, a non-finite check, step."""
+(``Critic.fit``, ALOE's online critic): zero_grad, backward, the gradients averaged over data-parallel
+ranks (:mod:`training.distributed`; nothing for one process), clip, a non-finite check, step."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
+from training.distributed import all_agree, average_gradients
 from vla.errors import NonFiniteError
 
 
@@ -35,10 +37,15 @@ def optimizer_step(
     def refuse(problem: str) -> NonFiniteError:
         return NonFiniteError(": ".join(p for p in (what, problem) if p) + (f"; {fix}" if fix else ""))
 
-    if not bool(torch.isfinite(loss.detach()).all()):
-        raise refuse(f"the loss is {float(loss.detach())}")
+    params = list(params)
+    finite = bool(torch.isfinite(loss.detach()).all())
+    if not all_agree(finite):  # every rank stops at the same step, none waits for the others
+        raise refuse(
+            f"the loss is {float(loss.detach())}" if not finite else "another rank's loss is not finite"
+        )
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
+    average_gradients(params)  # data-parallel ranks: the global batch's gradient
     norm = torch.nn.utils.clip_grad_norm_(params, clip)
     if not bool(torch.isfinite(norm)):
         optimizer.zero_grad(set_to_none=True)

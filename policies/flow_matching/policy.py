@@ -17,6 +17,7 @@ from vla.checkpoint import load_model_state, load_stats, read_config, save_check
 from vla.data.stats import Normalizer
 from vla.flow import rtc_guided_velocity, rtc_prefix_weights, sample_beta
 from vla.policy import POLICIES
+from vla.sharding import draw
 
 Stats = dict[str, dict[str, np.ndarray]]
 
@@ -87,7 +88,7 @@ class FlowMatchingPolicy(nn.Module):
             return None
         cond = cond.to(self.device).long()
         if self.training and self.config.cond_dropout > 0:
-            drop = torch.rand(cond.shape, generator=generator).to(self.device) < self.config.cond_dropout
+            drop = draw(torch.rand, cond.shape, generator).to(self.device) < self.config.cond_dropout
             cond = torch.where(drop, torch.full_like(cond, -1), cond)
         return cond
 
@@ -107,7 +108,7 @@ class FlowMatchingPolicy(nn.Module):
         eps = (
             noise.to(self.device)
             if noise is not None
-            else torch.randn(target.shape, generator=generator).to(self.device)
+            else draw(torch.randn, target.shape, generator).to(self.device)  # per global-batch row
         )
         tau = time.to(self.device) if time is not None else self.sample_time(b, generator)
         x = tau[:, None, None] * target + (1.0 - tau[:, None, None]) * eps

@@ -13,7 +13,8 @@ from torch import Tensor
 
 from training.algorithms.base import ALGORITHMS, AlgoConfig, GradientAlgorithm, require_labels
 from training.algorithms.credit import LABELS_FILE
-from training.algorithms.preference import FrozenReference, shared_noise, with_actions
+from training.algorithms.preference import REFERENCE_DIR, FrozenReference, shared_noise, with_actions
+from training.distributed import global_mean, global_sum, weighted_mean
 from vla.batch import ACTION, ACTION_IS_PAD, Batch
 
 DESIRABLE, UNUSED, UNDESIRABLE = 1, 0, -1
@@ -84,10 +85,9 @@ def adaptive_weights(error: Tensor, desirable: Tensor) -> Tensor:  # [B]
     balanced groups weigh alike and only the within-group emphasis remains."""
     out = torch.zeros_like(error)
     for group, fn in ((desirable, lambda w: 1 - torch.exp(-w)), (~desirable, lambda w: torch.exp(-w))):
-        if group.any():
-            e = error[group]
-            v = fn((e + 1e-4) / (e.sum() + 1e-4))
-            out[group] = v / v.mean().clamp(min=1e-12)
+        # sums and means over the global batch's group (training.distributed; every rank calls them)
+        v = fn((error + 1e-4) / (global_sum((error * group).sum()) + 1e-4))
+        out = torch.where(group, v / global_mean(v, group).clamp(min=1e-12), out)
     return out
 
 
@@ -104,6 +104,7 @@ class APO(GradientAlgorithm):
     balanced between the two labels (``preference_labels``).
     """
 
+    resume_dirs = (REFERENCE_DIR,)  # the frozen starting policy
     config_class = APOConfig
     config: APOConfig
 
@@ -150,12 +151,12 @@ class APO(GradientAlgorithm):
         r, fm = self.reference.log_ratio(self.policy, batch, noise, time)  # [B] each
         with torch.no_grad():  # the reference point: the same pairs with each other's chunks
             mismatched = with_actions(batch, batch[ACTION].roll(1, 0), batch[ACTION_IS_PAD].roll(1, 0))
-            z0 = self.reference.log_ratio(self.policy, mismatched, noise, time)[0].mean()
+            z0 = global_mean(self.reference.log_ratio(self.policy, mismatched, noise, time)[0])
             z0 = z0.clamp(-cfg.z0_clamp, cfg.z0_clamp)
         d = desirable.to(r.device)
         kto = torch.where(d, 1 - torch.sigmoid(cfg.beta * (r - z0)), 1 - torch.sigmoid(cfg.beta * (z0 - r)))
         w = adaptive_weights(self.action_error(batch), desirable) if cfg.adaptive else torch.ones(len(d))
-        bc = (fm * d).sum() / d.sum().clamp(min=1)
+        bc = weighted_mean(fm, d.to(fm.dtype))  # over the global batch's desirable frames
         metrics = self.step((w.to(kto.device) * kto).mean() + cfg.bc_weight * bc)
         r = r.detach()
         metrics.update(

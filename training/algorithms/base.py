@@ -91,6 +91,9 @@ class GradientAlgorithm:
     """
 
     config_class: type[AlgoConfig] = AlgoConfig
+    # folders under the run folder that ``prepare`` reads back on a resume (a data-parallel rank other than
+    # 0 prepares in a scratch folder with these linked in from rank 0's)
+    resume_dirs: tuple[str, ...] = ()
 
     @classmethod
     def label_needs(cls, config: dict[str, Any]) -> tuple[bool, bool]:

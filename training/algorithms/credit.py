@@ -15,6 +15,7 @@ from torch import Tensor
 
 from training.algorithms.base import ALGORITHMS, AlgoConfig, GradientAlgorithm, require_labels
 from training.critics import CRITICS, CriticConfig, critic_config
+from training.distributed import global_mean, weighted_mean
 from training.optim import optimizer_step
 from vla.batch import Batch
 
@@ -143,7 +144,7 @@ class AdvantageWeighted(CreditAlgorithm):
     def update(self, batch: Batch) -> dict[str, float]:
         per_sample = self.policy.loss(batch, generator=self.generator)  # [B]
         w = batch["weight"].to(per_sample.device)
-        metrics = self.step((w * per_sample).sum() / w.sum().clamp(min=1e-8))
+        metrics = self.step(weighted_mean(per_sample, w))  # over the global batch
         metrics["weight_mean"] = float(w.mean())
         return metrics
 
@@ -230,10 +231,10 @@ class ALOE(AdvantageWeighted):
         with torch.no_grad():
             _, adv = self.critic.advantage(idx, baseline)
             w = advantage_weights(adv, self.critic.cfg.beta, self.critic.cfg.w_max)
-            w = w / w.mean().clamp(min=1e-8)
+            w = w / global_mean(w).clamp(min=1e-8)  # mean 1 over the global batch
         per_sample = self.policy.loss(batch, generator=self.generator)  # [B]
         w = w.to(per_sample.device)
-        metrics = self.step((w * per_sample).sum() / w.sum().clamp(min=1e-8))
+        metrics = self.step(weighted_mean(per_sample, w))  # over the global batch
         metrics.update(critic_loss=critic_loss, weight_max=float(w.max()), advantage_mean=float(adv.mean()))
         return metrics
 
@@ -286,7 +287,7 @@ class HABC(AdvantageWeighted):
             return super().update(batch)
         per_sample = self.policy.loss(batch, generator=self.generator)  # [B]
         w = self.batch_weights(batch).to(per_sample.device)
-        metrics = self.step((w * per_sample).sum() / w.sum().clamp(min=1e-8))
+        metrics = self.step(weighted_mean(per_sample, w))  # over the global batch
         metrics["weight_mean"] = float(w.mean())
         metrics["weight_max"] = float(w.max())
         return metrics

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from training.algorithms.base import ALGORITHMS
 from training.algorithms.credit import CreditAlgorithm, CreditConfig
-from training.algorithms.preference import FrozenReference, shared_noise, with_actions
+from training.algorithms.preference import REFERENCE_DIR, FrozenReference, shared_noise, with_actions
 from vla.batch import Batch
 
 
@@ -38,6 +38,7 @@ class FlowDPO(CreditAlgorithm):
     starting policy, frozen (``FrozenReference``).
     """
 
+    resume_dirs = (REFERENCE_DIR,)  # the frozen starting policy
     config_class = FlowDPOConfig
     critic_name = "chunk_q"
     # the critic scores pairs; never ALOE's online weights

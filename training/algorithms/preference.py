@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from vla.batch import ACTION, ACTION_IS_PAD, Batch
 from vla.checkpoint import publish, staging_dir
 from vla.policy import load_policy
+from vla.sharding import draw
 
 REFERENCE_DIR = "reference"
 
@@ -44,7 +45,7 @@ def with_actions(batch: Batch, actions: Tensor, pad: Tensor | None = None) -> Ba
 
 def shared_noise(policy: nn.Module, b: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
     """One (eps [B, H, A], tau [B]) draw, to be shared by the policy and the reference."""
-    noise = torch.randn((b, policy.chunk_size, policy.action_dim), generator=generator)
+    noise = draw(torch.randn, (b, policy.chunk_size, policy.action_dim), generator)
     return noise, policy.sample_time(b, generator).cpu()
 
 

@@ -13,6 +13,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from training.distributed import global_mean, global_sum
+
 
 @dataclass
 class RewardConfig:
@@ -173,11 +175,14 @@ def habc_gate(v_viability: Tensor, tau: float, kappa: float) -> Tensor:
 
 
 def standardise(x: Tensor, mask: Tensor | None = None, eps: float = 1e-6) -> Tensor:
-    """z(x) = (x - mean) / std, the statistics taken over ``mask`` (default: all)."""
-    ref = x if mask is None else x[mask]
-    if ref.numel() == 0:
-        return torch.zeros_like(x)
-    return (x - ref.mean()) / (ref.std(unbiased=False) + eps)
+    """z(x) = (x - mean) / std, the statistics taken over ``mask`` (default: all) of the global batch
+    (:mod:`training.distributed`; this batch for one process); 0 where ``mask`` holds nothing."""
+    m = torch.ones_like(x, dtype=torch.bool) if mask is None else mask
+    n = global_sum(m.sum().to(x.dtype))
+    mean = global_mean(x, m)
+    var = global_sum((((x - mean) ** 2) * m.to(x.dtype)).sum()) / n.clamp(min=1)
+    z = (x - mean) / (var.sqrt() + eps)
+    return z if bool(n > 0) else torch.zeros_like(x)
 
 
 def habc_weights(
@@ -188,6 +193,6 @@ def habc_weights(
     auto = ~human
     a_hat = (1 - gate) * standardise(a_viability, auto) + gate * standardise(a_efficiency, auto)
     w = torch.exp(a_hat / beta).clamp(0.0, w_max)
-    if auto.any():
-        w = torch.where(auto, w / w[auto].mean(), w)
+    mean = global_mean(w, auto)  # over the global batch's autonomous frames (every rank calls it)
+    w = torch.where(auto, w / mean.clamp(min=1e-12), w)
     return torch.where(human, torch.ones_like(w), w)

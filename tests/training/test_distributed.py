@@ -1,0 +1,90 @@
+"""Data-parallel training: `vla-train` under `torchrun` (two processes, gloo on the CPU) takes the steps one
+process takes on the same global batch, for SFT and for a critic method (AWBC: the critic fitted on every
+rank, the actor's weighted loss); rank 0 alone writes; a checkpoint from two ranks resumes on one."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from toy_episodes import write_toy_episodes
+
+BIN = Path(sys.executable).parent
+COMMON = ["experiment=debug", "batch_size=8", "threads=1", "progress=false", "log_every=1", "save_every=100"]
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    return write_toy_episodes(tmp_path_factory.mktemp("ddp") / "toy", n=8)
+
+
+def _run(args: list[str], cwd: Path, ranks: int = 1) -> str:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    if ranks == 1:
+        cmd = [str(BIN / "vla-train"), *args]
+    else:  # the launcher users run: torchrun starts the processes and sets RANK / WORLD_SIZE
+        cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", str(ranks)]
+        cmd += ["-m", "training.scripts.train", *args]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return res.stdout
+
+
+def _losses(run: Path) -> list[float]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run / "tb")).Reload()
+    return [e.value for e in events.Scalars("train/loss")]
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(run / "checkpoints/last/model.safetensors"))
+
+
+def _same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    """The same weights up to summation order: Adam divides a near-zero gradient (a conv bias under a norm
+    layer) by its own tiny scale, so such a tensor may move by up to a step's size (lr); all others agree."""
+    close = [k for k in a if torch.allclose(a[k], b[k], atol=1e-5)]
+    assert len(close) >= 0.9 * len(a), sorted(set(a) - set(close))
+    assert all(torch.allclose(a[k], b[k], atol=2e-3) for k in a)
+
+
+@pytest.mark.parametrize("algo", ["sft", "awbc"])
+def test_two_processes_take_the_steps_one_process_takes_on_the_global_batch(toy, tmp_path, algo):
+    args = [*COMMON, f"data.roots=[{toy}]", "steps=6", f"algo={algo}"]
+    if algo == "awbc":
+        args += ["algo.critic.steps=20", "algo.critic.batch_size=16"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    _run([*args, f"out={one}"], tmp_path)
+    out = _run([*args, f"out={two}"], tmp_path, ranks=2)
+    assert "2 data-parallel processes" in out
+    a, b = _losses(one), _losses(two)
+    assert len(a) == len(b) == 6
+    assert a == pytest.approx(b, rel=1e-4, abs=1e-5)  # the ranks' mean loss: the global batch's
+    _same_weights(_weights(one), _weights(two))
+    assert not (two / ".ranks").exists()  # rank 1's scratch folder is gone; rank 0 wrote the run folder
+
+
+def test_a_checkpoint_from_two_ranks_resumes_on_one_and_refuses_an_uneven_batch(toy, tmp_path):
+    args = [*COMMON, f"data.roots=[{toy}]", "steps=6", "save_every=3"]
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    _run([*args, f"out={straight}"], tmp_path)
+    _run([*args, f"out={split}", "stop_after=3"], tmp_path, ranks=2)
+    _run([*args, f"out={split}"], tmp_path)  # the same run, resumed by one process
+    assert _losses(split)[-3:] == pytest.approx(_losses(straight)[-3:], rel=1e-4, abs=1e-5)
+    _same_weights(_weights(straight), _weights(split))
+
+    cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", "-m", "training.scripts.train"]
+    res = subprocess.run(
+        [*cmd, *COMMON, f"data.roots=[{toy}]", "batch_size=7", f"out={tmp_path / 'odd'}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert res.returncode != 0 and "batch_size=7 is the global batch" in res.stderr
