@@ -43,6 +43,8 @@ class CollectConfig:
     resume: bool = True  # continue an interrupted collection in ``out``
     use_videos: bool = False
     progress: bool = True
+    # repack the finished dataset's per-episode files into LeRobot v3's packed layout (vla.data.compact)
+    compact: bool = False
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -163,4 +165,8 @@ def collect(cfg: CollectConfig) -> tuple[int, int, Path]:
         bar.close()
         writer.close()
         env.close()
+    if cfg.compact:
+        from vla.data.compact import compact
+
+        print(compact(root).line())
     return successes, attempts, root

@@ -384,8 +384,11 @@ class Trainer:
         deadline = time.perf_counter() + 60 * cfg.max_minutes if cfg.max_minutes else float("inf")
         out_of_time = False
         doing = self.step  # the step being computed or saved, for the report of a non-finite stop
+        waited = stepped = 0.0  # seconds drawing batches / whole steps (the loader's share of step time)
+        steps_here = 0
         try:
             while self.step < stop:
+                t_step = time.perf_counter()
                 if cfg.max_minutes and not distributed.all_agree(time.perf_counter() <= deadline):
                     tqdm.write(f"time budget of {cfg.max_minutes} min reached at step {self.step}")
                     out_of_time = True
@@ -394,6 +397,7 @@ class Trainer:
                 # the global batch, drawn alike by every rank; this rank's rows of it (all of it for one)
                 batch = distributed.shard_rows(self.data.sample(cfg.batch_size, self.data_gen), w)
                 batch = to_device(batch, cfg.device)
+                waited += time.perf_counter() - t_step
                 doing = self.step + 1
                 with rows_of(w.rank, w.size):  # per-row noise drawn for the global batch too
                     metrics = self.algo.update(batch)  # raises before any weight moves on a NaN/inf
@@ -403,7 +407,10 @@ class Trainer:
                 smooth = metrics["loss"] if smooth is None else 0.95 * smooth + 0.05 * metrics["loss"]
                 bar.update(1)
                 bar.set_postfix(loss=f"{smooth:.4f}", lr=f"{metrics['lr']:.2e}")
+                stepped += time.perf_counter() - t_step
+                steps_here += 1
                 if self.step % cfg.log_every == 0:
+                    metrics["data_share"] = waited / max(stepped, 1e-9)  # waiting for data / step time
                     metrics = distributed.mean_metrics(metrics)  # the ranks' means (every rank calls)
                     for k, v in metrics.items():
                         writer.add_scalar(f"train/{k}", v, self.step)
@@ -415,6 +422,11 @@ class Trainer:
                 elif self.step % cfg.save_every == 0 or self.step == stop:
                     self.save()
             bar.close()
+            if stepped > 0:
+                tqdm.write(
+                    f"data: {100 * waited / stepped:.1f}% of step time waiting for batches "
+                    f"({1000 * stepped / max(1, steps_here):.0f} ms a step)"
+                )
             if out_of_time and self.runner is not None:  # stopped by the budget: evaluate what we have
                 self.last_metrics = self.evaluate(writer)
             else:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
@@ -145,10 +146,34 @@ def iter_episodes(
     if unknown:
         raise KeyError(f"load_episode: unknown keys {unknown}; available {sorted(features)}")
     tasks = _task_table(root) if TASK in wanted else {}
+    files = _FileCache()  # a packed data file holds many episodes: read it once, not once per episode
     for index in sorted(rows) if indices is None else indices:
         if index not in rows:
             raise IndexError(f"{root}: no episode {index} (dataset has {info['total_episodes']})")
-        yield index, _read_episode(root, info, features, rows[index], index, wanted, tasks)
+        yield index, _read_episode(root, info, features, rows[index], index, wanted, tasks, files)
+
+
+class _FileCache:
+    """The last data file read (its wanted columns, in frame order) and where each episode's rows start."""
+
+    def __init__(self) -> None:
+        self.key: tuple[Path, tuple[str, ...]] | None = None
+        self.table: pa.Table | None = None
+        self.spans: dict[int, tuple[int, int]] = {}
+
+    def episode(self, path: Path, columns: list[str], index: int) -> pa.Table:
+        if self.key != (path, tuple(columns)):
+            table = pq.read_table(path, columns=columns).sort_by(
+                [("episode_index", "ascending"), ("index", "ascending")]
+            )
+            ids = table.column("episode_index").to_numpy()
+            starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+            ends = np.r_[starts[1:], len(ids)]
+            self.key, self.table = (path, tuple(columns)), table
+            self.spans = {int(ids[a]): (int(a), int(b - a)) for a, b in zip(starts, ends, strict=True)}
+        assert self.table is not None
+        start, count = self.spans.get(index, (0, 0))
+        return self.table.slice(start, count)
 
 
 def _read_episode(
@@ -159,14 +184,17 @@ def _read_episode(
     index: int,
     wanted: list[str],
     tasks: dict[int, str],
+    files: _FileCache | None = None,
 ) -> dict[str, np.ndarray]:
     columns = [k for k in wanted if k in features and features[k]["dtype"] != "video"]
     helpers = [c for c in ("index", "episode_index", "task_index") if c not in columns]
-    table = pq.read_table(
-        data_file_path(root, info["data_path"], row),
-        columns=columns + helpers,
-        filters=[("episode_index", "==", index)],
-    ).sort_by("index")
+    path = data_file_path(root, info["data_path"], row)
+    if files is not None:
+        table = files.episode(path, columns + helpers, index)
+    else:
+        table = pq.read_table(
+            path, columns=columns + helpers, filters=[("episode_index", "==", index)]
+        ).sort_by("index")
     out: dict[str, np.ndarray] = {}
     for key in columns + helpers:
         ft = features[key]
