@@ -369,7 +369,8 @@ class Trainer:
         from torch.utils.tensorboard import SummaryWriter
 
         cfg, w = self.cfg, self.world
-        writer = SummaryWriter(str(self.out / "tb"), purge_step=self.step) if w.main else _NoWriter()
+        # a resumed run logs from step + 1 on: events past the checkpoint (a crash after it) are dropped
+        writer = SummaryWriter(str(self.out / "tb"), purge_step=self.step + 1) if w.main else _NoWriter()
         stop = min(cfg.steps, cfg.stop_after or cfg.steps)
         bar = tqdm(
             total=cfg.steps,
