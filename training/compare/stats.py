@@ -38,14 +38,6 @@ def mean_ci(values: Sequence[float | None]) -> tuple[float, float, float]:
     return m, m - half, m + half
 
 
-def fmt(values: Sequence[float | None], digits: int = 1, sign: bool = False) -> str:
-    m, lo, hi = mean_ci(values)
-    if math.isnan(m):
-        return "-"
-    head = f"{m:+.{digits}f}" if sign else f"{m:.{digits}f}"
-    return head if math.isnan(lo) else f"{head} [{lo:.{digits}f}, {hi:.{digits}f}]"
-
-
 def row_metrics(row: dict[str, Any]) -> Row:
     """One ``rounds.json`` row (``training/closed_loop.py``) in the comparison's units."""
 

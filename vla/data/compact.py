@@ -47,12 +47,12 @@ DATA_MB = 100.0  # LeRobot's default data file size (DEFAULT_DATA_FILE_SIZE_IN_M
 
 def _pack(root: Path, building: Path, data_mb: float) -> None:
     """``root``'s data in files of up to ``data_mb`` and its episode table in one file, in ``building``."""
-    data_path = json.loads((root / "meta" / "info.json").read_text())["data_path"]
+    info = json.loads((root / "meta" / "info.json").read_text())
+    data_path, files_per_chunk = info["data_path"], int(info.get("chunks_size", 1000))
     packed = {(root, "data"), (root / "meta", "episodes")}  # written below; the rest is copied as it is
     shutil.copytree(root, building, ignore=lambda d, names: [n for n in names if (Path(d), n) in packed])
     where: dict[tuple[int, int], tuple[int, int]] = {}  # source (chunk, file) -> packed (chunk, file)
     chunk, file, size, writer = 0, 0, 0, None
-    files_per_chunk = int(json.loads((root / "meta" / "info.json").read_text()).get("chunks_size", 1000))
     try:
         for src in data_files(root):
             if writer is not None and size + src.stat().st_size > data_mb * 1e6:
