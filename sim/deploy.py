@@ -9,12 +9,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from omegaconf import MISSING
 
 from hardware.profiles import PROFILES
 from sim.env import DEFAULT_IMAGE_SIZE, EnvConfig, TabletopEnv, with_task
 from sim.robostress import StressConfig, apply_stress
 from sim.robot import SimRobot
+from sim.workers import RUNNERS, RayConfig
 from vla.checkpoint import read_config
 from vla.errors import InputError
 from vla.robot import Teleoperator
@@ -27,7 +27,9 @@ from vla.runtime.loop import EpisodeResult, Subscriber, run_episode
 class SimDeployConfig:
     """A checkpoint on a task, and how it is deployed (the fields ``vla-eval`` and ``vla-rollout`` share)."""
 
-    checkpoint: str = MISSING  # a checkpoint folder (config.yaml naming the policy type, model.safetensors)
+    # a checkpoint folder (config.yaml naming the policy type, model.safetensors); with deploy.remote it may
+    # be left unset (the served checkpoint's settings are fetched from the server)
+    checkpoint: str | None = None
     task: str = "reach"
     seed: int = 0  # episode i uses seed + i
     device: str = "cpu"
@@ -42,10 +44,14 @@ class SimDeployConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     stress: StressConfig = field(default_factory=StressConfig)  # RoboStress execution errors
     deploy: DeployConfig = field(default_factory=DeployConfig)
+    runner: str = "process"  # where the episodes run: process (this machine's processes) or ray
+    ray: RayConfig = field(default_factory=RayConfig)  # runner=ray: the cluster (ray.address=)
 
     def __post_init__(self) -> None:
-        if not self.checkpoint or self.checkpoint == MISSING:
-            raise ValueError("checkpoint=<folder> is required")
+        if self.runner not in RUNNERS:
+            raise ValueError(f"runner={self.runner!r}: use one of {', '.join(RUNNERS)}")
+        if not self.checkpoint and not self.deploy.remote:
+            raise ValueError("checkpoint=<folder> is required (or deploy.remote=<host:port> of a vla-serve)")
         if self.cond not in (None, 0, 1):
             raise ValueError(f"cond={self.cond} must be 0, 1 or null")
         self.env = with_task(self.env, self.task)
@@ -113,3 +119,5 @@ class SimDeployment:
     def close(self) -> None:
         self.stack.close()
         self.robot.close()
+        if hasattr(self.runner, "close"):  # a RemoteSampler's channel
+            self.runner.close()

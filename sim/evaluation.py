@@ -29,8 +29,10 @@ from tqdm import tqdm
 from sim.deploy import SimDeployConfig, SimDeployment, match_policy_images
 from sim.workers import run_episodes
 from vla import checks
+from vla.errors import InputError
 from vla.runtime.compensation import SelfCompensator
 from vla.runtime.defaults import DeploySettings, resolve
+from vla.runtime.remote import served_checkpoint
 from vla.runtime.subscribers import TrajectoryMetrics, VideoRecorder
 
 REPORT_FILE = "eval.json"
@@ -207,10 +209,21 @@ class EvalResult:
 
 
 # ---- checks in the parent, before any worker starts ---------------------------------------------------
-def check_checkpoint(cfg: SimDeployConfig) -> str:
+def check_checkpoint[C: SimDeployConfig](cfg: C) -> tuple[C, str]:
     """Refuse a bad checkpoint before any worker starts (:func:`vla.checks.check_checkpoint`: one line
-    naming the file and what is wrong); returns the policy type."""
-    return checks.check_checkpoint(cfg.checkpoint, imports=cfg.imports).type
+    naming the file and what is wrong); returns ``cfg`` and the policy type. With ``deploy.remote``: the
+    server is asked instead, and an unset ``checkpoint`` becomes a folder of the served checkpoint's
+    settings (:func:`vla.runtime.remote.served_checkpoint`)."""
+    if cfg.deploy.remote:
+        try:
+            folder, info = served_checkpoint(
+                cfg.deploy.remote, cfg.checkpoint, timeout_s=cfg.deploy.remote_timeout_s
+            )
+        except ConnectionError as exc:
+            raise InputError(f"deploy.remote: {exc}") from None
+        return replace(cfg, checkpoint=folder), str(info["type"])
+    assert cfg.checkpoint is not None
+    return cfg, checks.check_checkpoint(cfg.checkpoint, imports=cfg.imports).type
 
 
 def resolve_deployment[C: SimDeployConfig](cfg: C) -> tuple[C, DeploySettings]:
@@ -290,7 +303,7 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
     for the first ``cfg.videos`` episodes. Prints the deployment values and their sources (one line)
     when ``cfg.progress``.
     """
-    policy_type = check_checkpoint(cfg)
+    cfg, policy_type = check_checkpoint(cfg)
     cfg, settings = resolve_deployment(cfg)
     cfg, size_note = match_policy_images(replace(cfg, out=str(cfg.out_dir.resolve())))  # workers write there
     if cfg.progress:
@@ -304,7 +317,7 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
     records: list[EpisodeRecord] = []
     bar = tqdm(total=cfg.episodes, desc=f"eval {cfg.task}", unit="ep", disable=not cfg.progress)
     try:
-        for rec in run_episodes(EvalWorker, cfg, cfg.episodes, workers):
+        for rec in run_episodes(EvalWorker, cfg, cfg.episodes, workers, cfg.runner, cfg.ray):
             records.append(rec)
             bar.update(1)
             bar.set_postfix(success=f"{sum(r.success for r in records)}/{len(records)}")

@@ -135,14 +135,16 @@ class RolloutSummary:
         )
 
 
-def rollout(cfg: RolloutConfig) -> RolloutSummary:
+def rollout(cfg: RolloutConfig, worker: type[RolloutWorker] | None = None) -> RolloutSummary:
     """Run ``cfg.episodes`` episodes (seeds ``seed + i``) and append them to the dataset ``cfg.out``.
 
     Episodes are written in index order as they complete (the writer is crash-safe: an interrupted run
     keeps every finished episode). Unset deployment values take the checkpoint's defaults
-    (:mod:`vla.runtime.defaults`); the line saying which is printed when ``cfg.progress``.
+    (:mod:`vla.runtime.defaults`); the line saying which is printed when ``cfg.progress``. ``worker``: the
+    class that plays episodes in each worker (default :class:`RolloutWorker`).
     """
-    check_checkpoint(cfg)
+    worker = worker or RolloutWorker
+    cfg, _ = check_checkpoint(cfg)
     cfg, settings = resolve_deployment(cfg)  # the checkpoint's defaults where cfg leaves a value unset
     cfg, size_note = match_policy_images(cfg)
     if cfg.progress:
@@ -164,7 +166,9 @@ def rollout(cfg: RolloutConfig) -> RolloutSummary:
     s = RolloutSummary(root, 0, 0, 0, 0, 0, 0)
     bar = tqdm(total=cfg.episodes, desc=f"rollout {cfg.task}", unit="ep", disable=not cfg.progress)
     try:
-        for ep in run_episodes(RolloutWorker, cfg, cfg.episodes, min(cfg.workers, cfg.episodes)):
+        for ep in run_episodes(
+            worker, cfg, cfg.episodes, min(cfg.workers, cfg.episodes), cfg.runner, cfg.ray
+        ):
             pending[ep.index] = ep
             while s.episodes in pending:  # write in index order
                 e = pending.pop(s.episodes)

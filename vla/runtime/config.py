@@ -80,10 +80,19 @@ class DeployConfig:
     upcycling: UpcyclingConfig = field(default_factory=UpcyclingConfig)
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     compensation: CompensationConfig = field(default_factory=lambda: CompensationConfig(enabled=False))
+    # host:port of a ``vla-serve``: the policy runs there (vla.runtime.remote; token: VLA_SERVE_TOKEN)
+    remote: str | None = None
+    remote_timeout_s: float = 10.0  # deadline of one chunk request (a miss is a fault: the arm holds)
 
     def __post_init__(self) -> None:
         if self.horizon is not None and self.horizon < 1:
             raise ValueError(f"horizon={self.horizon} must be >= 1")
+        if self.remote is not None and (
+            ":" not in self.remote or not self.remote.rsplit(":", 1)[1].isdigit()
+        ):
+            raise ValueError(f"remote={self.remote!r}: give host:port of a vla-serve")
+        if self.remote_timeout_s <= 0:
+            raise ValueError(f"remote_timeout_s={self.remote_timeout_s} must be > 0")
         if self.executor.temporal_ensemble is not None and self.horizon not in (None, 1):
             raise ValueError(
                 f"executor.temporal_ensemble samples a chunk every step: horizon={self.horizon} must be 1"

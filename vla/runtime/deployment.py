@@ -23,6 +23,7 @@ from vla.policy import import_policy_modules, load_policy
 from vla.robot import RobotProfile
 from vla.runtime.config import DeployConfig
 from vla.runtime.defaults import DeploySettings, resolve
+from vla.runtime.remote import RemoteSampler
 from vla.runtime.runner import PolicyRunner
 from vla.runtime.stack import DeploymentStack, build_stack
 from vla.runtime.upcycling import UPCYCLING_FILE
@@ -32,8 +33,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Deployment:
-    policy: Any
-    runner: PolicyRunner
+    policy: Any  # None when the policy runs in a vla-serve (deploy.remote)
+    runner: PolicyRunner | RemoteSampler
     stack: DeploymentStack
     cameras: list[str]  # the cameras the policy reads
     settings: DeploySettings  # horizon, cond, guidance, num_steps and where each came from
@@ -49,12 +50,12 @@ class Deployment:
         return time.perf_counter() - t0
 
 
-def policy_cameras(policy: Any, available: Sequence[str], explicit: Sequence[str] | None = None) -> list[str]:
-    """The cameras the policy reads: ``explicit``, else its config's (when it names them), else all
-    ``available``. Raises when the policy needs a camera the robot does not have."""
-    cameras = list(explicit or getattr(getattr(policy, "config", None), "cameras", None) or []) or list(
-        available
-    )
+def policy_cameras(
+    own: Sequence[str] | None, available: Sequence[str], explicit: Sequence[str] | None = None
+) -> list[str]:
+    """The cameras the policy reads: ``explicit``, else its config's (``own``, when it names them), else
+    all ``available``. Raises when the policy needs a camera the robot does not have."""
+    cameras = list(explicit or own or []) or list(available)
     if not set(cameras) <= set(available):
         raise ValueError(f"the policy reads cameras {cameras}; the robot provides {list(available)}")
     return cameras
@@ -75,9 +76,11 @@ def deploy_checkpoint(
     dt: float | None = None,
 ) -> Deployment:
     """Load ``checkpoint`` and assemble its deployment on ``profile`` (control period ``dt``, default the
-    profile's). ``cfg.horizon`` and ``cond``/``guidance``/``num_steps``: overrides; None takes the
-    checkpoint's default (:func:`vla.runtime.defaults.resolve`; ``Deployment.settings`` says which values
-    were used and where each came from, also logged at INFO).
+    profile's). With ``cfg.remote`` the policy runs in that ``vla-serve`` and ``checkpoint`` need only hold
+    its settings (:func:`vla.runtime.remote.served_checkpoint`). ``cfg.horizon`` and ``cond``,
+    ``guidance``, ``num_steps``: overrides; None takes the checkpoint's default
+    (:func:`vla.runtime.defaults.resolve`; ``Deployment.settings`` says which values were used and where
+    each came from, also logged at INFO).
 
     Raises:
         InputError: The checkpoint's ``deploy.yaml`` is unreadable or does not fit its policy.
@@ -87,23 +90,30 @@ def deploy_checkpoint(
     settings = resolve(checkpoint, cfg, cond=cond, guidance=guidance, num_steps=num_steps)
     cfg = settings.apply(cfg)
     log.info("%s: %s", checkpoint, settings.describe())
-    import_policy_modules(imports)
-    policy = load_policy(checkpoint, device)
-    if policy.action_dim != profile.action_dim:
+    sampling: dict[str, Any] = {
+        "cond": settings.cond,
+        "guidance": settings.guidance,
+        "num_steps": settings.num_steps,
+    }
+    beta = cfg.rtc.beta_max if cfg.rtc.enabled else None
+    runner: PolicyRunner | RemoteSampler
+    if cfg.remote:
+        policy = None
+        runner = RemoteSampler(cfg.remote, **sampling, rtc_beta_max=beta, timeout_s=cfg.remote_timeout_s)
+        own = runner.info.get("cameras")
+        runner.cameras = used = policy_cameras(own, available_cameras, cameras)
+    else:
+        import_policy_modules(imports)
+        policy = load_policy(checkpoint, device)
+        used = policy_cameras(
+            getattr(getattr(policy, "config", None), "cameras", None), available_cameras, cameras
+        )
+        runner = PolicyRunner(policy, cameras=used, device=device, **sampling, rtc_beta_max=beta)
+    if runner.action_dim != profile.action_dim:
         raise ValueError(
-            f"{checkpoint}: the policy outputs {policy.action_dim}-d actions; robot {profile.name} takes "
+            f"{checkpoint}: the policy outputs {runner.action_dim}-d actions; robot {profile.name} takes "
             f"{profile.action_dim} ({', '.join(profile.action_names)})"
         )
-    used = policy_cameras(policy, available_cameras, cameras)
-    runner = PolicyRunner(
-        policy,
-        cameras=used,
-        device=device,
-        cond=settings.cond,
-        guidance=settings.guidance,
-        num_steps=settings.num_steps,
-        rtc_beta_max=cfg.rtc.beta_max if cfg.rtc.enabled else None,
-    )
     calib_file = Path(checkpoint) / UPCYCLING_FILE
     if cfg.upcycling.enabled and not calib_file.is_file():
         raise FileNotFoundError(f"upcycling.enabled needs {calib_file} (written by vla-train from the demos)")

@@ -294,3 +294,30 @@ def test_commands_and_gripper_topics(deployment):
     d.up()
     d.episode()
     assert grip and all(len(m.data) == 1 and 0.0 <= m.data[0] <= 0.04 for _, m in grip)
+
+
+def test_the_node_infers_through_a_policy_server(deployment, reach_checkpoint):
+    """``deploy_overrides:=["remote=<host:port>"]`` and no checkpoint: the policy runs in ``vla-serve`` (its
+    own process), the node fetches the checkpoint's settings from it, and the arm reaches the ball."""
+    import subprocess
+    import sys
+
+    serve = Path(sys.executable).parent / "vla-serve"
+    proc = subprocess.Popen(
+        [str(serve), f"checkpoint={reach_checkpoint}", "port=0"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        line = proc.stdout.readline()  # "serving <dir> on 127.0.0.1:<port> (token off)"
+        assert line.startswith("serving "), line
+        address = line.split(" on ")[1].split()[0]
+        d = deployment(
+            checkpoint="", instruction=INSTRUCTION, max_steps=60, deploy_overrides=[f"remote={address}"]
+        )
+        d.up()
+        state = d.episode()
+        assert state["last_success"] == "true", (state, d.node.log()[-2000:])
+        assert float(state["inference_latency_ms"]) > 0
+        assert f"served at {address}" in d.node.log()
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -179,6 +179,7 @@ class DeployNode(LifecycleNode):
         declare(self, ArmParams, ARM_DESCRIPTIONS)
         declare(self, DeployParams, DEPLOY_DESCRIPTIONS)
         self.deployment: Any = None
+        self.served = ""  # the checkpoint (and the vla-serve running it) this node deploys
         self.robot: TopicRobot | None = None
         self.teleop: TopicTeleop | None = None
         self.writer: Any = None
@@ -269,16 +270,25 @@ class DeployNode(LifecycleNode):
         from vla.checks import check_checkpoint
         from vla.runtime.defaults import DeployDefaults
         from vla.runtime.deployment import deploy_checkpoint
+        from vla.runtime.remote import served_checkpoint
 
         self.arm: ArmParams = read(self, ArmParams)
         self.opts: DeployParams = read(self, DeployParams)
         o, arm = self.opts, self.arm
         arm.check()
-        if not o.checkpoint:
-            raise ValueError("parameter checkpoint is empty: pass checkpoint:=<folder>")
+        cfg = deploy_config(o.deploy_overrides)
         torch.set_num_threads(max(1, o.torch_threads))
-        check_checkpoint(o.checkpoint, imports=o.imports)
-        trained = DeployDefaults.load(o.checkpoint)  # its training data's most frequent instruction
+        if cfg.remote:  # the policy runs in a vla-serve; its settings come from there (or the local copy)
+            checkpoint, info = served_checkpoint(
+                cfg.remote, o.checkpoint or None, timeout_s=cfg.remote_timeout_s
+            )
+            self.served = f"{info['checkpoint']} served at {cfg.remote}"
+        elif not o.checkpoint:
+            raise ValueError("parameter checkpoint is empty: pass checkpoint:=<folder>")
+        else:
+            checkpoint = self.served = o.checkpoint
+            check_checkpoint(checkpoint, imports=o.imports)
+        trained = DeployDefaults.load(checkpoint)  # its training data's most frequent instruction
         instruction = o.instruction or (trained and trained.instruction) or ""
         if o.record_dir and not instruction:  # every recorded frame needs its task
             raise ValueError(
@@ -286,14 +296,13 @@ class DeployNode(LifecycleNode):
                 "checkpoint's deploy.yaml names no training instruction)"
             )
         profile = replace(arm.profile(), control_hz=arm.rate)
-        cfg = deploy_config(o.deploy_overrides)
-        size = read_config(o.checkpoint).get("image_size") or (
+        size = read_config(checkpoint).get("image_size") or (
             profile.cameras[0].height,
             profile.cameras[0].width,
         )
         image_size = (int(size[0]), int(size[1]))  # what the policy reads; other frames are resized
         self.deployment = deploy_checkpoint(
-            o.checkpoint,
+            checkpoint,
             profile,
             cfg,
             available_cameras=profile.camera_names,
@@ -348,7 +357,7 @@ class DeployNode(LifecycleNode):
         if o.record_dir:
             self._open_recording(o.record_dir, profile, image_size)
         self.get_logger().info(
-            f"configured: {o.checkpoint} on {profile.name} at {profile.control_hz:g} Hz, cameras "
+            f"configured: {self.served} on {profile.name} at {profile.control_hz:g} Hz, cameras "
             f"{cameras}, safety {cfg.safety.mode}, recording {o.record_dir or 'off'}, instruction "
             f"{instruction!r} ({'parameter' if o.instruction else 'checkpoint' if instruction else 'none'})"
         )
@@ -392,6 +401,8 @@ class DeployNode(LifecycleNode):
             self.writer.close()
         if self.deployment is not None:
             self.deployment.stack.close()
+            if hasattr(self.deployment.runner, "close"):  # a vla-serve client's channel
+                self.deployment.runner.close()
         self.deployment = self.robot = self.teleop = self.writer = self.recorder = None
         self._diag_pub = None
 
@@ -485,7 +496,7 @@ class DeployNode(LifecycleNode):
         assert self.robot is not None and self.deployment is not None
         subscribers: list[Any] = [self.diagnostics, self.step_topics]
         if self.recorder is not None:
-            self.recorder.extra = {"robot": self.robot.profile.name, "checkpoint": self.opts.checkpoint}
+            self.recorder.extra = {"robot": self.robot.profile.name, "checkpoint": self.served}
             subscribers.append(self.recorder)
         error = ""
         try:
