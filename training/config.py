@@ -112,6 +112,9 @@ class TrainConfig:
     control_hz: float | None = 10.0  # the data's control rate (upcycling calibration); null: none
     threads: int = 2  # torch CPU threads (2 cores here; more threads than cores is much slower)
     device: str = "cpu"
+    # under a launcher: shard the policy's weights, gradients and optimiser state across the processes
+    # (FSDP2, training/distributed.shard) instead of a whole copy per process; ignored in one process
+    fsdp: bool = False
     log_every: int = 10
     save_every: int = 500
     keep_last: int = (

@@ -22,6 +22,14 @@
 
 A critic's fitting before actor training runs on every rank (the same draws, so the same critic); its steps
 average identical gradients.
+
+``fsdp=true`` (:func:`shard`, FSDP2's ``fully_shard``) shards the policy instead: each linear layer, then
+the rest, so that each process holds 1/size of the weights, gradients and optimiser moments and gathers a
+linear layer's weights only while it runs (the rest while the policy's ``loss``/``sample_chunk``/``features``
+runs). FSDP averages the policy's gradients itself (reduce-
+scatter); the critics stay whole on every rank. Checkpoints hold whole tensors (:func:`full`, gathered by
+every rank at the same steps), so they deploy as any other and resume at any world size, sharded again on
+load (:func:`reshard_optimizer`).
 """
 
 from __future__ import annotations
@@ -38,6 +46,11 @@ from torch import Tensor
 
 from vla.batch import Batch
 from vla.errors import InputError
+
+try:
+    from torch.distributed.tensor import DTensor
+except ImportError:  # a torch without distributed
+    DTensor = type("DTensor", (), {})  # type: ignore[misc,assignment]
 
 # a rank waits in a collective while rank 0 evaluates or saves: long enough for a full evaluation
 TIMEOUT = datetime.timedelta(hours=6)
@@ -103,11 +116,12 @@ def shard_rows(batch: Batch, w: World) -> Batch:
 
 
 def average_gradients(params: Iterable[Tensor]) -> None:
-    """Average the gradients of ``params`` over the ranks (one flat all-reduce; no-op for one process)."""
+    """Average the gradients of ``params`` over the ranks (one flat all-reduce; no-op for one process).
+    FSDP-sharded parameters (DTensors) are skipped: FSDP has averaged theirs."""
     w = world()
     if w.size == 1:
         return
-    grads = [p.grad for p in params if p.grad is not None]
+    grads = [p.grad for p in params if p.grad is not None and not isinstance(p, DTensor)]
     if not grads:
         return
     flat = torch.cat([g.reshape(-1) for g in grads])
@@ -186,3 +200,71 @@ def weighted_mean(values: Tensor, weights: Tensor) -> Tensor:
     its share times the world size, so the ranks' averaged gradients are the global batch's."""
     total = global_sum(weights.sum()).clamp(min=1e-8)
     return (weights * values).sum() * world().size / total
+
+
+# ---- FSDP: the policy sharded across the ranks ----------------------------------------------------------
+FORWARD_METHODS = ("loss", "sample_chunk", "features")  # what algorithms and critics call on a policy
+
+
+def shard_units(module: torch.nn.Module) -> list[torch.nn.Module]:
+    """FSDP's units: ``module``'s linear layers, which every model calls through their ``forward`` (a
+    transformer block may not be: ours computes its cross-attention keys with a method of the block, and
+    LeRobot's SmolVLA runs its layers' projections one by one), except those of ``nn.MultiheadAttention``
+    (which reads its projection's weight directly)."""
+    inside_mha = {id(m.out_proj) for m in module.modules() if isinstance(m, torch.nn.MultiheadAttention)}
+    return [m for m in module.modules() if isinstance(m, torch.nn.Linear) and id(m) not in inside_mha]
+
+
+def shard(policy: torch.nn.Module) -> int:
+    """Shard ``policy`` across the ranks with FSDP2 (each unit of :func:`shard_units`, then the whole, whose
+    ``loss``/``sample_chunk``/``features`` gather its weights as its ``forward`` would); returns the units.
+    Call before the optimiser is built, on every rank."""
+    from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
+
+    units = shard_units(policy)
+    for unit in units:
+        fully_shard(unit)
+    # resharded after every call, also the root (FSDP keeps a root's weights whole until its backward,
+    # which a no-grad call, e.g. a critic reading the policy's features, never runs)
+    fully_shard(policy, reshard_after_forward=True)
+    for name in FORWARD_METHODS:
+        if callable(getattr(policy, name, None)):
+            register_fsdp_forward_method(policy, name)
+    return len(units)
+
+
+def full(obj: Any) -> Any:
+    """``obj`` (a state dict, nested dicts/lists) with every DTensor gathered whole (on the CPU); every rank
+    must call it, in the same order. Plain tensors and other values pass through."""
+    if isinstance(obj, DTensor):
+        return obj.full_tensor().cpu()
+    if isinstance(obj, dict):
+        return {k: full(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(full(v) for v in obj)
+    return obj
+
+
+def reshard_optimizer(optimizer: torch.optim.Optimizer) -> None:
+    """After ``optimizer.load_state_dict`` of whole tensors: each moment of a sharded parameter sharded as
+    the parameter is (the checkpoint may come from another world size)."""
+    from torch.distributed.tensor import distribute_tensor
+
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if not isinstance(p, DTensor) or p not in optimizer.state:
+                continue
+            for k, v in optimizer.state[p].items():
+                if isinstance(v, Tensor) and not isinstance(v, DTensor) and tuple(v.shape) == tuple(p.shape):
+                    optimizer.state[p][k] = distribute_tensor(v.to(p.device), p.device_mesh, p.placements)
+
+
+def shard_like(tensors: dict[str, Tensor], reference: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Whole ``tensors`` laid out as ``reference``'s DTensors of the same key are (the others as given)."""
+    from torch.distributed.tensor import distribute_tensor
+
+    out = dict(tensors)
+    for k, ref in reference.items():
+        if isinstance(ref, DTensor) and k in out and not isinstance(out[k], DTensor):
+            out[k] = distribute_tensor(out[k].to(ref.device), ref.device_mesh, ref.placements)
+    return out

@@ -196,6 +196,16 @@ class Trainer:
         params = dict(cfg.algo)
         self.upcycling = self._calibrate_upcycling(cfg.control_hz)
         self.deploy_horizon = self._deploy_horizon(int(self.policy.chunk_size))
+        self.fsdp = cfg.fsdp and self.world.size > 1
+        if self.fsdp:  # whole weights in, then sharded, before the optimiser sees the parameters
+            if state is not None:
+                self.policy.load_state_dict(state["policy"])
+            units = distributed.shard(self.policy)
+            if self.world.main:
+                print(
+                    f"fsdp: the policy sharded across {self.world.size} processes "
+                    f"({units} linear layers and the rest)"
+                )
         self.algo = algo_cls(self.policy, cfg.optim, cfg.steps, seed=cfg.seed, config=params)
         main = self.world.main
         self.wandb = start_wandb(cfg, self.out) if main else None  # before any SummaryWriter
@@ -213,10 +223,15 @@ class Trainer:
         self.step = 0
         self._saved_step = -1  # the step checkpoints/last holds (-1: not known to this run)
         if state is not None:
-            self.policy.load_state_dict(state["policy"])
+            if not self.fsdp:
+                self.policy.load_state_dict(state["policy"])
             self.algo.load_state_dict(state["algo"])
             if self.ema is not None:
                 self.ema.load_state_dict(state["ema"])
+            if self.fsdp:  # the checkpoint holds whole tensors: shard them as the parameters are
+                distributed.reshard_optimizer(self.algo.optimizer)
+                if self.ema is not None:
+                    self.ema.shadow = distributed.shard_like(self.ema.shadow, self.policy.state_dict())
             self.data_gen.set_state(state["data_generator"])
             _set_rng_state(state["rng"])
             self.step = int(state["step"])
@@ -294,40 +309,60 @@ class Trainer:
 
     def save(self) -> Path:
         """Write ``checkpoints/last``: EMA weights as the model; raw weights and the rest in train_state.
-        Rank 0 alone writes (the ranks hold the same weights)."""
+        Rank 0 alone writes (the ranks hold the same weights). Under FSDP every rank calls it at the same
+        steps: the whole tensors are gathered from all of them first."""
+        if self._saved_step == self.step:
+            return self.last  # already written at this step (e.g. by the final evaluation)
+        raw: dict[str, Any] = {}
+        shadow: dict[str, Any] = {}
+        algo: dict[str, Any] | None = None
+        if self.fsdp:
+            raw = distributed.full(self.policy.state_dict())
+            shadow = distributed.full(self.ema.shadow) if self.ema is not None else {}
+            algo = distributed.full(self.algo.state_dict())
+        elif self.world.main:
+            raw, shadow = self.policy.state_dict(), self.ema.shadow if self.ema is not None else {}
+        self._saved_step = self.step
         if not self.world.main:
             return self.last
-        if self._saved_step == self.step and self.last.exists():
-            return self.last  # already written at this step (e.g. by the final evaluation)
-        shadow = self.ema.shadow if self.ema is not None else {}
-        for what, weights in (("weights", self.policy.state_dict()), ("EMA weights", shadow)):
+        for what, weights in (("weights", raw), ("EMA weights", shadow)):
             bad = _first_non_finite(weights)
             if bad is not None:  # never replace the last good checkpoint with a broken one
                 raise NonFiniteError(f"{what}: tensor '{bad}' holds NaN/inf")
         tmp = staging_dir(self.last)
-        raw = self.ema.swap(self.policy) if self.ema is not None else None
-        try:
-            self.policy.save(tmp)
-            if self.upcycling is not None:  # deployment calibration from the demos (vla.runtime.upcycling)
-                (tmp / UPCYCLING_FILE).write_text(json.dumps(self.upcycling))
-            self.deploy_defaults().save(tmp)  # how it deploys unless told otherwise (vla.runtime.defaults)
-        finally:
-            if raw is not None:
-                self.policy.load_state_dict(raw)
+        if self.fsdp:  # the model's whole weights (the policy's keys are "model." + the model's)
+            best = shadow or raw
+            self.policy.save(
+                tmp, weights={k[len("model.") :]: v for k, v in best.items() if k.startswith("model.")}
+            )
+            self._write_deploy_files(tmp)
+        else:
+            swapped = self.ema.swap(self.policy) if self.ema is not None else None
+            try:
+                self.policy.save(tmp)
+                self._write_deploy_files(tmp)
+            finally:
+                if swapped is not None:
+                    self.policy.load_state_dict(swapped)
+        ema = self.ema.state_dict() if self.ema is not None else None
         state = {
             "step": self.step,
-            "policy": self.policy.state_dict(),
-            "algo": self.algo.state_dict(),
-            "ema": self.ema.state_dict() if self.ema is not None else None,
+            "policy": raw,
+            "algo": algo if algo is not None else self.algo.state_dict(),
+            "ema": {**ema, "shadow": shadow} if ema is not None else None,
             "data_generator": self.data_gen.get_state(),
             "rng": _rng_state(),
             "config": dataclasses.asdict(self.cfg) if dataclasses.is_dataclass(self.cfg) else {},
         }
         save_train_state(tmp, state)
-        self._saved_step = self.step
         publish(tmp, self.last)
         self._keep_step()
         return self.last
+
+    def _write_deploy_files(self, tmp: Path) -> None:
+        if self.upcycling is not None:  # deployment calibration from the demos (vla.runtime.upcycling)
+            (tmp / UPCYCLING_FILE).write_text(json.dumps(self.upcycling))
+        self.deploy_defaults().save(tmp)  # how it deploys unless told otherwise (vla.runtime.defaults)
 
     def _keep_step(self) -> None:
         """Copy ``last``'s deployable files (weights, config, stats, deploy.yaml; not the resume state) to
@@ -415,12 +450,13 @@ class Trainer:
                     metrics = distributed.mean_metrics(metrics)  # the ranks' means (every rank calls)
                     for k, v in metrics.items():
                         writer.add_scalar(f"train/{k}", v, self.step)
-                evaluate_now = self.runner is not None and (
-                    (cfg.env.every and self.step % cfg.env.every == 0) or self.step == cfg.steps
+                # the same steps on every rank (rank 0 alone evaluates; FSDP's save gathers from all)
+                eval_step = bool(cfg.env.runner) and (
+                    bool(cfg.env.every and self.step % cfg.env.every == 0) or self.step == cfg.steps
                 )
-                if evaluate_now:
+                if eval_step and self.runner is not None:
                     self.last_metrics = self.evaluate(writer)
-                elif self.step % cfg.save_every == 0 or self.step == stop:
+                elif eval_step or self.step % cfg.save_every == 0 or self.step == stop:
                     self.save()
             bar.close()
             if stepped > 0:

@@ -46,9 +46,25 @@ def optimizer_step(
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     average_gradients(params)  # data-parallel ranks: the global batch's gradient
-    norm = torch.nn.utils.clip_grad_norm_(params, clip)
+    norm = _clip(params, clip)
     if not bool(torch.isfinite(norm)):
         optimizer.zero_grad(set_to_none=True)
         raise refuse(f"the gradient norm is {float(norm)} (loss {float(loss.detach()):.4g})")
     optimizer.step()
     return float(norm)
+
+
+def _clip(params: list[Tensor], clip: float) -> Tensor:
+    """Scale the gradients to norm at most ``clip``; returns the norm before. FSDP-sharded gradients
+    (DTensors) count whole: their norm is gathered over the shards, and each shard is scaled in place."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not any(hasattr(g, "full_tensor") for g in grads):
+        return torch.nn.utils.clip_grad_norm_(params, clip)
+    norms = [torch.linalg.vector_norm(g) for g in grads]
+    squares = sum((n.full_tensor() if hasattr(n, "full_tensor") else n) ** 2 for n in norms)
+    norm = torch.as_tensor(squares).sqrt()
+    coef = min(1.0, clip / (float(norm) + 1e-6))
+    if coef < 1.0:
+        for g in grads:
+            g.mul_(coef)
+    return norm

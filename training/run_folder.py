@@ -42,6 +42,7 @@ NOT_THE_RESULT = frozenset(
         "progress",
         "threads",
         "device",
+        "fsdp",  # how the weights are laid out across processes, not what they become
         "log_every",
         "save_every",
         "keep_last",

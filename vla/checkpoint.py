@@ -111,10 +111,12 @@ def save_checkpoint(
     stats: Stats | None = None,
     train_state: dict[str, Any] | None = None,
 ) -> Path:
-    """Write a checkpoint folder atomically (temporary sibling + rename)."""
+    """Write a checkpoint folder atomically (temporary sibling + rename). Sharded tensors (an FSDP model's
+    DTensors) are gathered whole first, which every rank holding a shard must do at the same call."""
     final = Path(directory)
     tmp = staging_dir(final)
-    save_file({k: v.detach().cpu().contiguous() for k, v in model.items()}, str(tmp / MODEL_FILE))
+    whole = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in model.items()}
+    save_file({k: v.detach().cpu().contiguous() for k, v in whole.items()}, str(tmp / MODEL_FILE))
     (tmp / CONFIG_FILE).write_text(yaml.safe_dump(config, sort_keys=False))
     if stats is not None:
         save_stats(tmp / STATS_FILE, stats)

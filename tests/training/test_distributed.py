@@ -35,11 +35,11 @@ def _run(args: list[str], cwd: Path, ranks: int = 1) -> str:
     return res.stdout
 
 
-def _losses(run: Path) -> list[float]:
+def _losses(run: Path, scalar: str = "loss") -> list[float]:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(run / "tb")).Reload()
-    return [e.value for e in events.Scalars("train/loss")]
+    return [e.value for e in events.Scalars(f"train/{scalar}")]
 
 
 def _weights(run: Path) -> dict[str, torch.Tensor]:
@@ -89,3 +89,37 @@ def test_a_checkpoint_from_two_ranks_resumes_on_one_and_refuses_an_uneven_batch(
         cwd=tmp_path,
     )
     assert res.returncode != 0 and "batch_size=7 is the global batch" in res.stderr
+
+
+def test_fsdp_shards_the_policy_and_takes_the_one_process_steps_and_resumes_at_another_size(toy, tmp_path):
+    """``fsdp=true``: the policy's layers sharded across two processes (AWBC: the critic whole on each), the
+    same losses and weights as one process; its whole-tensor checkpoint resumes on one process."""
+    args = [*COMMON, f"data.roots=[{toy}]", "steps=6", "save_every=3", "algo=awbc"]
+    args += ["algo.critic.steps=20", "algo.critic.batch_size=16"]
+    one, split = tmp_path / "one", tmp_path / "split"
+    _run([*args, f"out={one}"], tmp_path)
+    out = _run([*args, f"out={split}", "fsdp=true", "stop_after=3"], tmp_path, ranks=2)
+    assert "fsdp: the policy sharded across 2 processes" in out
+    half = _weights(split)
+    assert set(half) == set(_weights(one))  # whole tensors under the model's own names: a deployable model
+    _run([*args, f"out={split}", "fsdp=true"], tmp_path)  # resumed by one process (fsdp: nothing to shard)
+    assert _losses(split) == pytest.approx(_losses(one), rel=1e-4, abs=1e-5)
+    assert _losses(split, "grad_norm") == pytest.approx(_losses(one, "grad_norm"), rel=1e-3)  # clipped alike
+    _same_weights(_weights(one), _weights(split))
+
+
+def test_fsdp_trains_the_smolvla_adapter_as_one_process_does(toy, tmp_path):
+    """A LeRobot adapter (SmolVLA on a tiny backbone) sharded across two processes: the one-process steps."""
+    from policies.smolvla.tiny import build_tiny_smolvlm
+
+    vlm = build_tiny_smolvlm(tmp_path / "vlm")
+    args = [*COMMON, f"data.roots=[{toy}]", "steps=4", "policy=smolvla", f"policy.vlm_model_name={vlm}"]
+    args += ["policy.image_size=[32,32]", "policy.chunk_size=8", "policy.num_steps=2", "env.runner=null"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    _run([*args, f"out={one}"], tmp_path)
+    assert "fsdp: the policy sharded across 2 processes" in _run(
+        [*args, f"out={two}", "fsdp=true"], tmp_path, 2
+    )
+    assert _losses(two) == pytest.approx(_losses(one), rel=1e-4, abs=1e-5)
+    assert _losses(two, "grad_norm") == pytest.approx(_losses(one, "grad_norm"), rel=1e-3)
+    _same_weights(_weights(one), _weights(two))
