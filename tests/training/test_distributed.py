@@ -123,3 +123,17 @@ def test_fsdp_trains_the_smolvla_adapter_as_one_process_does(toy, tmp_path):
     assert _losses(two) == pytest.approx(_losses(one), rel=1e-4, abs=1e-5)
     assert _losses(two, "grad_norm") == pytest.approx(_losses(one, "grad_norm"), rel=1e-3)
     _same_weights(_weights(one), _weights(two))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["recap", "aloe", "habc", "apo", "flow_dpo"])
+def test_fsdp_takes_the_data_parallel_steps_for_every_algorithm(toy, tmp_path, algo):
+    """FSDP against one process; APO against two data-parallel processes (its reference point pairs frames
+    within a process's rows: docs/scale.md)."""
+    args = [*COMMON, f"data.roots=[{toy}]", "steps=3", f"algo={algo}"]
+    args += [] if algo == "apo" else ["algo.critic.steps=10", "algo.critic.batch_size=16"]
+    ref, two = tmp_path / "ref", tmp_path / "two"
+    _run([*args, f"out={ref}"], tmp_path, ranks=2 if algo == "apo" else 1)
+    _run([*args, f"out={two}", "fsdp=true"], tmp_path, ranks=2)
+    assert _losses(two) == pytest.approx(_losses(ref), rel=1e-4, abs=1e-5)
+    assert _losses(two, "grad_norm") == pytest.approx(_losses(ref, "grad_norm"), rel=1e-3)

@@ -4,7 +4,8 @@
 in every deployment (``vla-eval``, ``vla-rollout``, the ROS 2 node). It keeps the noise stream here: each
 request carries the generator state and the reply the state after sampling, so under the same seeds a
 remote episode samples exactly the chunks a local one does. The executors time the call itself, so their
-latency model (async inference, RTC's delay, upcycling's margin) uses the measured round trip.
+latency model (when async inference sends the next request, RTC's frozen delay) uses the measured round
+trip.
 
 A failed call (server gone, deadline passed, request refused) raises ``RuntimeError`` naming the server;
 the safety layer turns that into a hold. The token comes from ``VLA_SERVE_TOKEN`` (never a command line).
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from vla.runtime.runner import reseed
 from vla.serving import wire
 from vla.serving.wire import SERVICE, TOKEN_ENV
 
@@ -94,10 +96,7 @@ class RemoteSampler:
 
     def reseed(self, seed: int | None) -> None:
         """Restart the noise stream (None: a nondeterministic seed); no call to the server."""
-        if seed is None:
-            self.generator.seed()
-        else:
-            self.generator.manual_seed(seed)
+        reseed(self.generator, seed)
 
     def __call__(
         self, obs: Mapping[str, Any], prefix: np.ndarray | None = None, prefix_delay: int = 0

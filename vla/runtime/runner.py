@@ -13,6 +13,14 @@ from vla.batch import observation_from_env
 from vla.policy import Policy
 
 
+def reseed(generator: torch.Generator, seed: int | None) -> None:
+    """Restart ``generator`` at ``seed`` (None: a nondeterministic seed)."""
+    if seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(seed)
+
+
 class PolicyRunner:
     """Env observation -> chunk ``[H, A]`` (numpy, raw units), sampled without gradients.
 
@@ -75,10 +83,7 @@ class PolicyRunner:
 
     def reseed(self, seed: int | None) -> None:
         """Restart the noise stream (None: a nondeterministic seed)."""
-        if seed is None:
-            self.generator.seed()
-        else:
-            self.generator.manual_seed(seed)
+        reseed(self.generator, seed)
 
     def __call__(
         self, obs: Mapping[str, Any], prefix: np.ndarray | None = None, prefix_delay: int = 0

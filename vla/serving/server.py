@@ -123,7 +123,11 @@ class PolicyServer:
         self.cfg = cfg
         self.service = service or PolicyService(cfg.checkpoint, device=cfg.device, imports=cfg.imports)
         limit = int(cfg.max_request_mb * 2**20)
-        options = [("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", 64 * 2**20)]
+        options = [
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", 64 * 2**20),
+            ("grpc.so_reuseport", 0),  # a second server on a port in use fails instead of sharing it
+        ]
         interceptors = [TokenCheck(token)] if token else []
         self.server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=cfg.handlers), options=options, interceptors=interceptors
@@ -140,7 +144,10 @@ class PolicyServer:
 
     def start(self) -> int:
         """Bind and start; returns the port (the free one picked for ``port=0``)."""
-        port = self.server.add_insecure_port(f"{self.cfg.host}:{self.cfg.port}")
+        try:
+            port = self.server.add_insecure_port(f"{self.cfg.host}:{self.cfg.port}")
+        except RuntimeError:  # newer gRPC raises where older ones returned 0
+            port = 0
         if port == 0:
             raise InputError(f"cannot bind {self.cfg.host}:{self.cfg.port} (in use, or not an address here)")
         self.server.start()
