@@ -12,10 +12,13 @@ What is LeRobot's and what is ours:
   LeRobot's is the reverse (t = 1 noise), so ``t_lerobot = 1 - tau`` inside. ``noise`` is the same eps.
 - The RECAP advantage indicator: a zero-initialised ``nn.Embedding(2, d_expert)`` (:class:`IndicatorSlot`)
   whose row is added to the action expert's action tokens (the last ``chunk_size`` tokens of
-  ``embed_suffix``), dropped with probability ``cond_dropout`` in training. Classifier-free guidance runs the
-  Euler loop here so the expert runs twice per step (with and without the indicator) on one shared prefix KV
-  cache: ``v = v_u + beta (v_pos - v_u)``.
-- Real-time chunking goes through LeRobot's own ``RTCProcessor``.
+  ``embed_suffix``), dropped with probability ``cond_dropout`` in training. Classifier-free guidance is in
+  the velocity this adapter gives the one integrator: the expert runs twice per evaluation (with and without
+  the indicator) on one shared prefix KV cache, ``v = v_u + beta (v_pos - v_u)``.
+- Sampling and real-time chunking are :func:`vla.flow.integrate`'s (in LeRobot's time convention,
+  ``NOISE_AT_ONE``), as for our own policy: Euler steps as LeRobot's ``sample_actions`` takes them, or
+  diffusers' schedulers; RTC's prefix weights and guidance clip are LeRobot's ``RTCProcessor``'s, its
+  correction the paper's (through the network: :func:`vla.flow.rtc_guided_velocity`).
 
 A subclass supplies the network-specific parts: :meth:`LeRobotFlowAdapter._image`, ``_prompts``,
 ``_flow_losses``, ``_prefix_cache`` and ``_denoise``, plus the asset folder (backbone or tokenizer files)
@@ -42,7 +45,7 @@ from policies.lerobot_config import LeRobotAdapterConfig
 from vla.batch import ACTION, IMAGE_PREFIX, STATE, TASK, Batch, masked_chunk_mean, repeat_batch
 from vla.checkpoint import STATS_FILE, load_model_state, load_stats, read_config, save_checkpoint
 from vla.data.stats import Normalizer
-from vla.flow import sample_beta
+from vla.flow import NOISE_AT_ONE, RTCGuide, integrate, rtc_prefix_weights, sample_beta
 from vla.sharding import draw
 
 Stats = dict[str, dict[str, np.ndarray]]
@@ -107,7 +110,7 @@ class IndicatorSlot:
 
 
 class LeRobotFlowAdapter(nn.Module):
-    """A LeRobot flow VLA as a chunking policy: per-sample flow-matching loss, K-step Euler sampling,
+    """A LeRobot flow VLA as a chunking policy: per-sample flow-matching loss, K-step sampling,
     CFG, RTC.
 
     Training (per sample, reduced by the algorithm), in LeRobot's variables (t = 1 - tau):
@@ -274,13 +277,14 @@ class LeRobotFlowAdapter(nn.Module):
         generator: torch.Generator | None = None,
         num_samples: int = 1,
     ) -> Tensor:  # [B * num_samples, H, A]
-        """K Euler steps from noise to actions, in raw action units.
+        """K integration steps (:func:`vla.flow.integrate`, ``config.integrator``) from noise to actions, in
+        raw action units.
 
         With ``cond`` the indicator is added at every step; with ``cond`` and ``guidance`` = beta, each step
         runs the expert with and without it on the shared prefix cache: v = v_u + beta (v_pos - v_u).
         Without ``cond``, ``guidance`` is ignored (as in our flow-matching policy).
 
-        Real-time chunking goes through LeRobot's own ``RTCProcessor``: ``prefix`` [B, P, A] (raw units)
+        Real-time chunking (:func:`vla.flow.rtc_guided_velocity`): ``prefix`` [B, P, A] (raw units)
         is what the robot still executes of the previous chunk, its first ``prefix_delay`` actions during
         this inference; each Euler step's velocity is guided towards it with LeRobot's prefix weights
         (schedule ``rtc_schedule``, guidance clipped at ``rtc_beta_max``).
@@ -296,32 +300,18 @@ class LeRobotFlowAdapter(nn.Module):
         x = self._noise(noise, b, generator).clone()  # [B, H, A_max] at t = 1
         rows = self._indicator_rows(cond, b)
         prefix_pad, cache = self._prefix_cache(inputs)
-        k = num_steps or cfg.num_steps
-        dt = -1.0 / k
-        rtc, left_over = self._rtc(prefix, x.shape) if prefix is not None else (None, None)
+        rtc = self._rtc(prefix, prefix_delay, x.shape) if prefix is not None else None
 
-        def velocity(x_t: Tensor, t: Tensor) -> Tensor:
+        def velocity(x_t: Tensor, time: float) -> Tensor:  # LeRobot's convention: t = 1 noise, t = 0 data
+            t = torch.tensor(time, dtype=torch.float32, device=self.device).expand(b)
             v = self._velocity(inputs, x_t, t, prefix_pad, cache, rows)
             if rows is not None and guidance is not None:
                 v_u = self._velocity(inputs, x_t, t, prefix_pad, cache, None)
                 v = v_u + guidance * (v - v_u)
             return v
 
-        for step in range(k):  # LeRobot's euler_integrate, step for step
-            time = 1.0 + step * dt
-            t = torch.tensor(time, dtype=torch.float32, device=self.device).expand(b)
-            if rtc is None:
-                v = velocity(x, t)
-            else:
-                v = rtc.denoise_step(
-                    x_t=x,
-                    prev_chunk_left_over=left_over,
-                    inference_delay=prefix_delay,
-                    time=time,
-                    original_denoise_step_partial=lambda x_t, t=t: velocity(x_t, t),
-                    execution_horizon=left_over.shape[1],
-                )
-            x = x + dt * v
+        k = num_steps or cfg.num_steps
+        x = integrate(velocity, x, k, convention=NOISE_AT_ONE, integrator=cfg.integrator, rtc=rtc)
         return self.normalizer.unnormalize(ACTION, x[:, :, : cfg.action_dim])
 
     def _velocity(
@@ -330,13 +320,9 @@ class LeRobotFlowAdapter(nn.Module):
         with self.model.indicator_tokens(rows):
             return self._denoise(x, prefix_pad, cache, x_t, t)
 
-    def _rtc(self, prefix: Tensor, shape: torch.Size) -> tuple[Any, Tensor]:
-        """LeRobot's RTC processor and the previous chunk's left-over in the model's (normalised, padded)
-        action space, cut to the chunk length."""
-        from lerobot.configs import RTCAttentionSchedule
-        from lerobot.policies.rtc.configuration_rtc import RTCConfig
-        from lerobot.policies.rtc.modeling_rtc import RTCProcessor
-
+    def _rtc(self, prefix: Tensor, delay: int, shape: torch.Size) -> RTCGuide:
+        """Real-time chunking's guide: the previous chunk's left-over in the model's (normalised, padded)
+        action space, cut to the chunk length, with LeRobot's prefix weights (``rtc_schedule``)."""
         b, h, a_max = shape
         if prefix.ndim != 3 or prefix.shape[0] != b or prefix.shape[2] != self.config.action_dim:
             raise ValueError(
@@ -344,15 +330,10 @@ class LeRobotFlowAdapter(nn.Module):
             )
         p = min(prefix.shape[1], h)
         left = self.normalizer.normalize(ACTION, prefix[:, :p].to(self.device).float())
-        schedule = RTCAttentionSchedule[self.config.rtc_schedule.upper()]
-        rtc = RTCProcessor(
-            RTCConfig(
-                prefix_attention_schedule=schedule,
-                max_guidance_weight=self.config.rtc_beta_max,
-                execution_horizon=p,
-            )
-        )
-        return rtc, pad_vector(left, a_max)
+        target = torch.zeros(b, h, a_max, device=self.device)
+        target[:, :p] = pad_vector(left, a_max)
+        weights = rtc_prefix_weights(h, delay, p, self.config.rtc_schedule)
+        return RTCGuide(target, weights, self.config.rtc_beta_max)
 
     # ---- checkpoints -------------------------------------------------------------------------------
     def save(

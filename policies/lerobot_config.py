@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from vla.flow import INTEGRATORS, RTC_SCHEDULES  # RTC_SCHEDULES: LeRobot's RTCAttentionSchedule's four
+
 NORM_MODES = ("mean_std", "min_max", "quantiles")
-RTC_SCHEDULES = ("zeros", "ones", "linear", "exp")  # LeRobot's RTCAttentionSchedule
 
 
 @dataclass
@@ -34,7 +35,10 @@ class LeRobotAdapterConfig:
     max_action_dim: int = 32
     chunk_size: int = 50  # H
     n_action_steps: int = 0  # how many of the H actions a runtime executes (informational); <= 0: H
-    num_steps: int = 10  # K Euler steps
+    num_steps: int = 10  # K integration steps
+    integrator: str = (
+        "euler"  # vla.flow.INTEGRATORS: euler (LeRobot's own loop), diffusers_euler, diffusers_heun
+    )
     # language
     tokenizer_max_length: int = 48
     pad_language_to: str = "max_length"  # or "longest"
@@ -51,7 +55,7 @@ class LeRobotAdapterConfig:
     time_offset: float = 0.001
     # advantage indicator (RECAP): dropped with this probability in training (CFG training)
     cond_dropout: float = 0.3
-    # real-time chunking through LeRobot's RTCProcessor: prefix-weight schedule and guidance clip
+    # real-time chunking (vla.flow, LeRobot's RTCProcessor's weights): prefix-weight schedule, guidance clip
     rtc_schedule: str = "linear"  # zeros | ones | linear | exp
     rtc_beta_max: float = 10.0
     # normalisation of state / action with the stats stored in the checkpoint
@@ -63,6 +67,8 @@ class LeRobotAdapterConfig:
             raise ValueError(f"type={self.type!r}: this config is for {' or '.join(map(repr, self.TYPES))}")
         if self.rtc_schedule not in RTC_SCHEDULES:
             raise ValueError(f"rtc_schedule={self.rtc_schedule!r}: use one of {RTC_SCHEDULES}")
+        if self.integrator not in INTEGRATORS:
+            raise ValueError(f"integrator={self.integrator!r}: use one of {', '.join(INTEGRATORS)}")
         if self.chunk_size < 1 or self.num_steps < 1:
             raise ValueError(f"chunk_size={self.chunk_size} and num_steps={self.num_steps} must be >= 1")
         if self.n_action_steps <= 0:

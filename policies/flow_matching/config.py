@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vla.flow import INTEGRATORS, RTC_SCHEDULES
+
 
 @dataclass
 class FlowMatchingConfig:
@@ -20,7 +22,8 @@ class FlowMatchingConfig:
     state_dim: int = 8
     action_dim: int = 8
     chunk_size: int = 50  # H
-    num_steps: int = 10  # K Euler steps
+    num_steps: int = 10  # K integration steps
+    integrator: str = "euler"  # vla.flow.INTEGRATORS: euler, diffusers_euler, diffusers_heun
     # prefix (vision-language-proprio) transformer
     d_model: int = 256
     n_heads: int = 4
@@ -50,7 +53,7 @@ class FlowMatchingConfig:
     guidance_interval: tuple[float, float] = (0.0, 1.0)
     # real-time chunking (prefix inpainting at sampling): max guidance weight and the prefix weight decay
     rtc_beta_max: float = 10.0
-    rtc_schedule: str = "exp"  # or "linear"
+    rtc_schedule: str = "exp"  # vla.flow.RTC_SCHEDULES: exp, linear, ones, zeros
     # normalisation of state / action with the dataset stats stored in the checkpoint
     state_norm: str = "mean_std"
     action_norm: str = "mean_std"
@@ -60,6 +63,10 @@ class FlowMatchingConfig:
             raise ValueError("d_model / d_expert must be divisible by their head counts")
         if self.chunk_size < 1 or self.num_steps < 1:
             raise ValueError(f"chunk_size={self.chunk_size} and num_steps={self.num_steps} must be >= 1")
+        if self.integrator not in INTEGRATORS:
+            raise ValueError(f"integrator={self.integrator!r}: use one of {', '.join(INTEGRATORS)}")
+        if self.rtc_schedule not in RTC_SCHEDULES:
+            raise ValueError(f"rtc_schedule={self.rtc_schedule!r}: use one of {', '.join(RTC_SCHEDULES)}")
         if not (self.vision == "cnn" or self.vision.startswith("hf:")):
             raise ValueError(f"vision={self.vision!r}: use 'cnn' or 'hf:<local folder>'")
         if not (self.tokenizer == "byte" or self.tokenizer.startswith("hf:")):

@@ -15,7 +15,7 @@ from policies.flow_matching.model import KV, FlowMatchingModel
 from vla.batch import ACTION, IMAGE_PREFIX, STATE, TASK, Batch, masked_chunk_mean
 from vla.checkpoint import load_model_state, load_stats, read_config, save_checkpoint
 from vla.data.stats import Normalizer
-from vla.flow import rtc_guided_velocity, rtc_prefix_weights, sample_beta
+from vla.flow import RTCGuide, integrate, rtc_prefix_weights, sample_beta
 from vla.policy import POLICIES
 from vla.sharding import draw
 
@@ -133,7 +133,8 @@ class FlowMatchingPolicy(nn.Module):
         use_cache: bool = True,
         num_samples: int = 1,
     ) -> Tensor:  # [B * num_samples, H, A]
-        """K-step Euler integration from noise (tau = 0) to actions (tau = 1), in raw action units.
+        """K integration steps (:func:`vla.flow.integrate`, ``config.integrator``) from noise (tau = 0) to
+        actions (tau = 1), in raw action units.
 
         ``num_samples`` = m: m chunks per observation (in a row) from one encoding of its prefix.
 
@@ -169,40 +170,34 @@ class FlowMatchingPolicy(nn.Module):
         if guided:  # one expert pass on [unconditioned; conditioned]
             cache, mask2 = _repeat(cache), torch.cat([mask, mask])
             cond2 = torch.cat([torch.full_like(cond, -1), cond])
+        rtc = None
         if prefix is not None:
             h, a_dim = self.config.chunk_size, self.config.action_dim
             p_len = min(prefix.shape[1], h)
             target = torch.zeros(b, h, a_dim, device=self.device)
             target[:, :p_len] = self.normalizer.normalize(ACTION, prefix[:, :p_len].to(self.device).float())
             weights = rtc_prefix_weights(h, prefix_delay, p_len, self.config.rtc_schedule)
-        for i in range(k):
-            tau = torch.full((b,), i / k, device=self.device)
-            if not use_cache:  # the uncached reference: re-encode the prefix every step
+            rtc = RTCGuide(target, weights, self.config.rtc_beta_max)
+        lo, hi = self.config.guidance_interval
+
+        def velocity(xx: Tensor, t: float) -> Tensor:
+            nonlocal cache, mask, mask2
+            tau = torch.full((b,), t, device=self.device)
+            if not use_cache:  # the uncached reference: re-encode the prefix at every evaluation
                 feats, mask = encode()
                 cache = self.model.kv_cache(feats)
                 if guided:
                     cache, mask2 = _repeat(cache), torch.cat([mask, mask])
+            if guided and lo <= t < hi:
+                v_u, v_c = self.model.velocity(
+                    torch.cat([xx, xx]), torch.cat([tau, tau]), cache, mask2, cond2
+                ).chunk(2)
+                return v_u + guidance * (v_c - v_u)
+            if guided:  # outside the guidance interval: the conditioned half of the cache
+                return self.model.velocity(xx, tau, _half(cache), mask, cond)
+            return self.model.velocity(xx, tau, cache, mask, cond)
 
-            lo, hi = self.config.guidance_interval
-            guide_now = guided and lo <= i / k < hi
-
-            def velocity(
-                xx: Tensor, tau=tau, cache=cache, mask=mask, mask2=mask2, guide_now=guide_now
-            ) -> Tensor:
-                if guide_now:
-                    v_u, v_c = self.model.velocity(
-                        torch.cat([xx, xx]), torch.cat([tau, tau]), cache, mask2, cond2
-                    ).chunk(2)
-                    return v_u + guidance * (v_c - v_u)
-                if guided:  # outside the guidance interval: the conditioned half of the cache
-                    return self.model.velocity(xx, tau, _half(cache), mask, cond)
-                return self.model.velocity(xx, tau, cache, mask, cond)
-
-            if prefix is None:
-                v = velocity(x)
-            else:
-                v = rtc_guided_velocity(velocity, x, i / k, target, weights, self.config.rtc_beta_max)
-            x = x + v / k
+        x = integrate(velocity, x, k, integrator=self.config.integrator, rtc=rtc)
         return self.normalizer.unnormalize(ACTION, x)
 
     # ---- checkpoints -------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from policies.flow_matching import FlowMatchingPolicy, debug_config
@@ -37,3 +38,16 @@ def test_rtc_keeps_the_frozen_prefix_and_blends_the_rest():
     # in between it blends: closer to the prefix than the free chunk, but not onto it
     mid_to_prev = (guided[:, 5:7] - prev[:, 5:7]).abs().mean()
     assert err_frozen < mid_to_prev < (free[:, 5:7] - prev[:, 5:7]).abs().mean()
+
+
+@pytest.mark.parametrize("schedule", ["zeros", "ones", "linear", "exp"])
+@pytest.mark.parametrize(("delay", "horizon"), [(0, 5), (2, 6), (3, 3), (4, 10)])
+def test_prefix_weights_are_lerobots(schedule, delay, horizon):
+    """The adapters' RTC runs through vla.flow now: its prefix weights are LeRobot's RTCProcessor's."""
+    from lerobot.configs import RTCAttentionSchedule
+    from lerobot.policies.rtc.configuration_rtc import RTCConfig
+    from lerobot.policies.rtc.modeling_rtc import RTCProcessor
+
+    rtc = RTCProcessor(RTCConfig(prefix_attention_schedule=RTCAttentionSchedule[schedule.upper()]))
+    theirs = rtc.get_prefix_weights(delay, horizon, 10)
+    torch.testing.assert_close(rtc_prefix_weights(10, delay, horizon, schedule), theirs, rtol=0, atol=1e-6)

@@ -227,8 +227,8 @@ def test_inputs_and_config_are_checked(policy: SmolVLAAdapter, root: Path) -> No
         SmolVLAAdapter(SmolVLAAdapterConfig(vlm_model_name=str(root / "nowhere")))
 
 
-def test_rtc_through_lerobots_processor_keeps_the_frozen_prefix(policy: SmolVLAAdapter) -> None:
-    """Real-time chunking via LeRobot's RTCProcessor: the committed actions are (nearly) reproduced, the
+def test_rtc_keeps_the_frozen_prefix(policy: SmolVLAAdapter) -> None:
+    """Real-time chunking through the one integrator: the committed actions are (nearly) reproduced, the
     chunk's tail stays the policy's own."""
     obs, n = batch(), noise()
     free = policy.sample_chunk(obs, noise=n)

@@ -76,7 +76,7 @@ def test_a_dead_ray_worker_is_replaced_and_its_episode_rerun_once(ckpt, tmp_path
         imports=["dummy_policy"],
         task="reach",
         episodes=3,
-        workers=2,
+        workers=1,  # one actor: it dies in episode 1, a new one reruns it and plays episode 2
         runner="ray",
         env=EnvConfig(image_size=(32, 32)),
         deploy=DeployConfig(horizon=5),
