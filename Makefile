@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SYSSTAMP := .sysdeps.ok
-EXTRAS ?= dev,ros,ray
+EXTRAS ?= dev,ros,ray,libero
 # pytest workers: the tests run torch on one thread each, so one worker per core (2 on the CI machine);
 # loadscope keeps a module on one worker, so its trained module fixtures are built once
 TEST_WORKERS ?= 2

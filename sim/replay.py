@@ -45,6 +45,12 @@ class ReplayConfig:
     # instruction the episodes carry), and episode e starts from that task's reset with seed + e
     task: str | None = None
     seed: int = 0
+    # the simulator: mujoco (our tasks) or libero (sim.libero.replay); on the command line env=<name>
+    simulator: str = "mujoco"
+
+    def __post_init__(self) -> None:
+        if self.simulator not in ("mujoco", "libero"):
+            raise ValueError(f"env={self.simulator}: use one of mujoco, libero")
 
 
 def replay_episode(env: TabletopEnv, actions: np.ndarray, extra: dict) -> bool:
@@ -78,6 +84,14 @@ def contact_sheet(frames: dict[str, np.ndarray], n: int) -> np.ndarray:
 def replay(cfg: ReplayConfig) -> tuple[int, int]:
     """Replay episodes; returns (successes, episodes)."""
     root = Path(cfg.dataset)
+    if cfg.simulator == "libero":
+        from sim.libero.replay import replay_libero
+
+        ok, n = replay_libero(root, cfg.episodes, cfg.progress)
+        if cfg.sheet or cfg.video:
+            fps, image_keys = _info_layout(root)
+            _show(root, cfg, image_keys, fps)
+        return ok, n
     ours = is_vla_dataset(root)
     fps, image_keys = _layout(root) if ours else _plain_layout(root)
     infos = read_episode_info(root)
@@ -114,8 +128,16 @@ def _plain_layout(root: Path) -> tuple[float, list[str]]:
                 f"{root}: field '{key}' has {width} values; replay in the sim needs the Panda's layout "
                 f"({PANDA_WIDTH}: 7 arm joint positions + the finger position)"
             )
+    return _info_layout(root)
+
+
+def _info_layout(root: Path) -> tuple[float, list[str]]:
+    """A dataset's fps and camera features from ``meta/info.json``."""
+    info = json.loads((root / "meta/info.json").read_text())
     cams = [
-        k for k, ft in features.items() if k.startswith(IMAGE_PREFIX) and ft["dtype"] in ("image", "video")
+        k
+        for k, ft in info["features"].items()
+        if k.startswith(IMAGE_PREFIX) and ft["dtype"] in ("image", "video")
     ]
     return info["fps"], cams
 

@@ -13,13 +13,14 @@ from training.data import DataConfig
 class EvalDuringTraining:
     """Periodic evaluation through a ``vla.evaluation`` runner (``runner=null`` switches it off)."""
 
-    runner: str | None = None  # "sim": MuJoCo episodes through the shared runtime
+    runner: str | None = None  # "sim": MuJoCo episodes through the shared runtime; "libero": a LIBERO suite
     module: str = "sim.runner"  # imported to register the runner (training never imports sim directly)
     task: str | None = None  # None: the data's task (training/presets.py)
     episodes: int = 10
     every: int = 0  # steps between evaluations; 0 = only at the end
     workers: int = 2
     seed: int = 1000  # evaluation seeds differ from the (0-based) collection seeds
+    options: dict[str, Any] = field(default_factory=dict)  # the runner's own (env=libero: docs/libero.md)
 
 
 @dataclass

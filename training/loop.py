@@ -87,6 +87,7 @@ def env_runner(cfg: TrainConfig, out: Path) -> EnvRunner:
         horizon=cfg.deploy.horizon,
         seed=e.seed,
         out=str(out / "eval"),
+        **e.options,
     )
 
 

@@ -200,10 +200,16 @@ class Observation:
     image_stamps: dict[str, float] = field(default_factory=dict)
     instruction: str = ""
     joint_velocities: np.ndarray | None = None  # [J] rad/s, when the robot measures them
+    # the policy's proprioception where it is not [joints, gripper] (LIBERO: the end-effector pose and both
+    # finger positions, as its datasets store them); None: ``state`` is the joints and the gripper
+    proprio: np.ndarray | None = None
 
     @property
-    def state(self) -> np.ndarray:  # [J (+1)]
-        """Proprioception as the policy reads it: joint positions, then the gripper."""
+    def state(self) -> np.ndarray:  # [J (+1)] or [len(proprio)]
+        """Proprioception as the policy reads it: ``proprio`` when the robot gives one, else the joint
+        positions, then the gripper."""
+        if self.proprio is not None:
+            return np.asarray(self.proprio, dtype=np.float32)
         extra = [] if self.gripper is None else [self.gripper]
         return np.r_[np.asarray(self.joints, dtype=np.float64), extra].astype(np.float32)
 

@@ -1,4 +1,9 @@
-"""``vla-eval checkpoint=<dir> task=<name> episodes=<n>``: closed-loop success rate of a policy checkpoint."""
+"""``vla-eval checkpoint=<dir> task=<name> episodes=<n>``: closed-loop success rate of a policy checkpoint.
+
+``env=`` picks the simulator: ``mujoco`` (default; our tasks, ``configs/eval.yaml``) or ``libero``
+(``vla-eval env=libero suite=<name> ...``: a LIBERO suite by its standard protocol, a per-task table;
+``configs/eval_libero.yaml``). Each has its own schema, so ``env=`` is read before Hydra composes.
+"""
 
 import sys
 
@@ -7,11 +12,13 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
 from sim.evaluation import EvalConfig, evaluate
-from sim.scripts import CONFIG_DIR
+from sim.libero.evaluation import LiberoEvalConfig, evaluate_libero
+from sim.scripts import CONFIG_DIR, simulator
 from vla.errors import exit_on_refusal
 from vla.hydra_utils import refuse_renamed, typed_config
 
 ConfigStore.instance().store(name="eval_schema", node=EvalConfig)
+ConfigStore.instance().store(name="eval_libero_schema", node=LiberoEvalConfig)
 
 
 @hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="eval")
@@ -30,10 +37,25 @@ def _run(cfg: DictConfig) -> None:
     print(f"success: {result.successes}/{result.n}")
 
 
+@hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="eval_libero")
+def _run_libero(cfg: DictConfig) -> None:
+    with exit_on_refusal():
+        c: LiberoEvalConfig = typed_config(cfg)
+        if c.holds_still:
+            print("no checkpoint: the robot holds still (a check of the LIBERO set-up; every task fails)")
+        result = evaluate_libero(c)
+    print(result.table())
+    print(f"report: {result.json_path}")
+    s = result.summary()["all"]
+    print(f"success: {s['successes']}/{s['episodes']}")
+
+
 def main() -> None:
     with exit_on_refusal():
-        refuse_renamed(sys.argv[1:])  # an old spelling of a renamed key: one line naming the new one
-    _run()
+        env, rest = simulator(sys.argv[1:])
+        refuse_renamed(rest)  # an old spelling of a renamed key: one line naming the new one
+    sys.argv = [sys.argv[0], *rest]
+    (_run_libero if env == "libero" else _run)()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
-"""``vla-replay dataset=<dir>``: open-loop replay of every episode from its recorded initial state.
+"""``vla-replay dataset=<dir>``: open-loop replay of every episode from its recorded initial state
+(``env=libero``: a LIBERO dataset, :mod:`sim.libero.replay`).
 ``vla-replay dataset=<dir> critic=<critic folder>``: value and advantage along the episodes (PNG)."""
 
 import importlib
+import sys
 from pathlib import Path
 
 import hydra
@@ -10,6 +12,7 @@ from omegaconf import DictConfig
 
 from hardware.profiles import PROFILES
 from sim.replay import ReplayConfig, replay
+from sim.scripts import simulator
 from vla.checks import check_dataset
 from vla.errors import InputError, exit_on_refusal
 from vla.hydra_utils import CONFIG_DIR, typed_config
@@ -35,6 +38,9 @@ def _run(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    with exit_on_refusal():
+        env, rest = simulator(sys.argv[1:])
+    sys.argv = [sys.argv[0], *rest, f"simulator={env}"]
     _run()
 
 

