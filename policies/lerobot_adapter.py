@@ -4,10 +4,11 @@ around a LeRobot flow-matching network that is used unchanged.
 What is LeRobot's and what is ours:
 
 - The network is LeRobot's (``VLAFlowMatching``, ``PI0Pytorch``, ``PI05Pytorch``): its ``embed_prefix`` /
-  ``embed_suffix`` / ``denoise_step`` around a prefix KV cache, so LeRobot checkpoints load weight for weight.
-- Pre-processing is ours: raw batches (``vla.batch``) are normalised with :class:`vla.data.stats.Normalizer`,
-  images resized with padding and mapped to [-1, 1], the prompt tokenised: what LeRobot's processor pipeline
-  does, without the pipeline.
+  ``embed_suffix`` / ``denoise_step`` around a prefix KV cache, so LeRobot checkpoints load weight for weight
+  (:mod:`policies.lerobot_checkpoint`).
+- Pre-processing is ours (:mod:`policies.lerobot_preprocess`): raw batches (``vla.batch``) normalised,
+  images resized with padding and mapped to [-1, 1], the prompt tokenised: what LeRobot's processor
+  pipeline does, without the pipeline.
 - Flow time follows OUR convention at the interface (tau = 1 is data, tau = 0 noise, as in METHODS.md);
   LeRobot's is the reverse (t = 1 noise), so ``t_lerobot = 1 - tau`` inside. ``noise`` is the same eps.
 - The RECAP advantage indicator: a zero-initialised ``nn.Embedding(2, d_expert)`` (:class:`IndicatorSlot`)
@@ -21,59 +22,30 @@ What is LeRobot's and what is ours:
   correction the paper's (through the network: :func:`vla.flow.rtc_guided_velocity`).
 
 A subclass supplies the network-specific parts: :meth:`LeRobotFlowAdapter._image`, ``_prompts``,
-``_flow_losses``, ``_prefix_cache`` and ``_denoise``, plus the asset folder (backbone or tokenizer files)
-copied into every checkpoint.
+``_flow_losses``, ``_prefix_cache``, ``_denoise`` and ``_fix_lerobot_keys``, plus the asset folder (backbone
+or tokenizer files) copied into every checkpoint; its config class translates LeRobot's ``config.json``
+(:meth:`policies.lerobot_config.LeRobotAdapterConfig.from_lerobot`).
 """
 
 from __future__ import annotations
 
-import json
-import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 from lerobot.policies.common.vla_utils import pad_vector
-from safetensors.torch import load_file
 from torch import Tensor, nn
 
+from policies import lerobot_checkpoint
 from policies.lerobot_config import LeRobotAdapterConfig
-from vla.batch import ACTION, IMAGE_PREFIX, STATE, TASK, Batch, masked_chunk_mean, repeat_batch
-from vla.checkpoint import STATS_FILE, load_model_state, load_stats, read_config, save_checkpoint
+from policies.lerobot_preprocess import FlowInputs, flow_actions, flow_inputs, flow_noise, identity_stats
+from vla.batch import ACTION, STATE, Batch, masked_chunk_mean, repeat_batch
+from vla.checkpoint import Stats
 from vla.data.stats import Normalizer
 from vla.flow import NOISE_AT_ONE, RTCGuide, integrate, rtc_prefix_weights, sample_beta
 from vla.sharding import draw
-
-Stats = dict[str, dict[str, np.ndarray]]
-LEROBOT_NORM = {"MEAN_STD": "mean_std", "MIN_MAX": "min_max", "QUANTILES": "quantiles"}
-_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".msgpack", ".h5")
-
-
-def identity_stats(cfg: LeRobotAdapterConfig) -> Stats:
-    def unit(n: int) -> dict[str, np.ndarray]:
-        z, o = np.zeros(n), np.ones(n)
-        return {"mean": z, "std": o, "min": -o, "max": o, "q01": -o, "q99": o}
-
-    return {STATE: unit(cfg.state_dim), ACTION: unit(cfg.action_dim)}
-
-
-@dataclass
-class FlowInputs:
-    """One observation batch in the network's terms."""
-
-    images: list[Tensor]  # per camera [B, 3, h, w] in [-1, 1]
-    img_masks: list[Tensor]  # per camera [B] bool
-    tokens: Tensor  # [B, L] prompt token ids
-    token_mask: Tensor  # [B, L] bool
-    state: Tensor  # [B, S_max] normalised and zero-padded
-
-    @property
-    def batch_size(self) -> int:
-        return int(self.tokens.shape[0])
 
 
 class IndicatorSlot:
@@ -175,41 +147,16 @@ class LeRobotFlowAdapter(nn.Module):
 
     # ---- inputs ------------------------------------------------------------------------------------
     def _inputs(self, obs: Batch) -> FlowInputs:
-        cfg, dev = self.config, self.device
-        missing = [IMAGE_PREFIX + c for c in cfg.cameras if IMAGE_PREFIX + c not in obs]
-        missing += [k for k in (STATE, TASK) if k not in obs]
-        if missing:
-            raise KeyError(f"observation lacks {missing}; it has {sorted(obs)}")
-        state = obs[STATE].to(dev).float()
-        if state.shape[-1] != cfg.state_dim:
-            raise ValueError(f"{STATE} has {state.shape[-1]} dims; the config says {cfg.state_dim}")
-        state = self.normalizer.normalize(STATE, state)
-        images = [self._image(obs[IMAGE_PREFIX + cam].to(dev).float()) for cam in cfg.cameras]
-        masks = [torch.ones(img.shape[0], dtype=torch.bool, device=dev) for img in images]
-        enc = self.tokenizer(
-            self._prompts(list(obs[TASK]), state),
-            max_length=cfg.tokenizer_max_length,
-            truncation=True,
-            padding=cfg.pad_language_to,
-            padding_side="right",
-            return_tensors="pt",
+        """The network's inputs: :func:`policies.lerobot_preprocess.flow_inputs` with this adapter's hooks."""
+        return flow_inputs(
+            obs,
+            self.config,
+            self.normalizer,
+            self.tokenizer,
+            image=self._image,
+            prompts=self._prompts,
+            device=self.device,
         )
-        tokens, token_mask = enc["input_ids"].to(dev), enc["attention_mask"].to(dev, torch.bool)
-        return FlowInputs(images, masks, tokens, token_mask, pad_vector(state, cfg.max_state_dim))
-
-    def _noise(self, noise: Tensor | None, b: int, generator: torch.Generator | None) -> Tensor:
-        cfg = self.config
-        shape = (b, cfg.chunk_size, cfg.max_action_dim)
-        if noise is None:
-            return draw(torch.randn, shape, generator).to(self.device)
-        noise = noise.to(self.device).float()
-        if tuple(noise.shape) == (b, cfg.chunk_size, cfg.action_dim):
-            return pad_vector(noise, cfg.max_action_dim)
-        if tuple(noise.shape) != shape:
-            raise ValueError(
-                f"noise {tuple(noise.shape)}: expected [B, H, A] or [B, H, max_action_dim] = {shape}"
-            )
-        return noise
 
     def sample_time(self, n: int, generator: torch.Generator | None = None) -> Tensor:  # [n], tau
         """tau = 1 - (offset + scale s), s ~ Beta(a, b) (LeRobot's schedule, in our convention). With a
@@ -248,14 +195,9 @@ class LeRobotFlowAdapter(nn.Module):
         per sample in training mode.
         """
         cfg = self.config
-        target = batch[ACTION].to(self.device).float()  # [B, H, A]
-        b = target.shape[0]
-        if tuple(target.shape[1:]) != (cfg.chunk_size, cfg.action_dim):
-            raise ValueError(
-                f"{ACTION} {tuple(target.shape)}: expected [B, {cfg.chunk_size}, {cfg.action_dim}]"
-            )
-        actions = pad_vector(self.normalizer.normalize(ACTION, target), cfg.max_action_dim)  # [B, H, A_max]
-        eps = self._noise(noise, b, generator)
+        actions = flow_actions(batch, cfg, self.normalizer, self.device)  # [B, H, A_max]
+        b = actions.shape[0]
+        eps = flow_noise(noise, b, cfg, generator, self.device)
         tau = time.to(self.device).float() if time is not None else self.sample_time(b, generator)
         x = self._inputs(batch)
         with self.model.indicator_tokens(self._indicator_rows(cond, b, generator, dropout=True)):
@@ -297,7 +239,7 @@ class LeRobotFlowAdapter(nn.Module):
             prefix = prefix.repeat_interleave(num_samples, 0) if prefix is not None else None
         inputs = self._inputs(obs)
         b = inputs.batch_size
-        x = self._noise(noise, b, generator).clone()  # [B, H, A_max] at t = 1
+        x = flow_noise(noise, b, cfg, generator, self.device).clone()  # [B, H, A_max] at t = 1
         rows = self._indicator_rows(cond, b)
         prefix_pad, cache = self._prefix_cache(inputs)
         rtc = self._rtc(prefix, prefix_delay, x.shape) if prefix is not None else None
@@ -335,72 +277,21 @@ class LeRobotFlowAdapter(nn.Module):
         weights = rtc_prefix_weights(h, delay, p, self.config.rtc_schedule)
         return RTCGuide(target, weights, self.config.rtc_beta_max)
 
-    # ---- checkpoints -------------------------------------------------------------------------------
+    # ---- checkpoints (policies.lerobot_checkpoint) -------------------------------------------------
     def save(
         self, directory: str | Path, train_state: dict | None = None, weights: dict[str, Tensor] | None = None
     ) -> Path:
         """Writes a checkpoint folder; the asset folder's small files (config, tokenizer, processor) go to
         ``<asset_dir>/`` so that :meth:`load` needs neither the network nor the original folder."""
-        directory = Path(directory)
-        staged = directory.with_name(f"{directory.name}.{self.asset_dir}.tmp")
-        shutil.rmtree(staged, ignore_errors=True)
-        copy_small_files(Path(getattr(self.config, self.asset_field)), staged)  # before the old folder goes
-        path = save_checkpoint(
-            directory,
-            model=unshared(weights or self.model.state_dict()),
-            config=asdict(self.config),
-            stats=self.stats,
-            train_state=train_state,
-        )
-        staged.rename(path / self.asset_dir)
-        return path
-
-    @classmethod
-    def _checkpoint_overrides(cls) -> dict[str, Any]:
-        """Config fields reset on :meth:`load` (all weights come from ``model.safetensors``)."""
-        return {"pretrained_path": None}
+        return lerobot_checkpoint.save_adapter(self, directory, train_state, weights)
 
     @classmethod
     def load(cls, directory: str | Path, device: str | torch.device = "cpu") -> LeRobotFlowAdapter:
-        directory = Path(directory)
-        raw = read_config(directory)
-        known = {f.name for f in fields(cls.config_class)}
-        unknown = set(raw) - known
-        if unknown:
-            raise KeyError(f"{directory / 'config.yaml'}: unknown fields {sorted(unknown)}")
-        raw.update(cls._checkpoint_overrides())
-        if (directory / cls.asset_dir).is_dir():
-            raw[cls.asset_field] = str(directory / cls.asset_dir)
-        policy = cls(cls.config_class(**raw), load_stats(directory / STATS_FILE))  # type: ignore[call-arg]
-        policy.model.load_state_dict(load_model_state(directory))
-        return policy.to(device).eval()
+        return lerobot_checkpoint.load_adapter(cls, directory, device)
 
     def load_lerobot_weights(self, path: str | Path) -> None:
-        """Loads a LeRobot policy's ``model.safetensors`` (keys ``model.*``; older layouts are renamed by
-        :meth:`_fix_lerobot_keys`); only the indicator (ours) may be missing."""
-        state = load_file(str(Path(path) / "model.safetensors"))
-        state = {
-            k if k.startswith("model.") else f"model.{k}": v for k, v in self._fix_lerobot_keys(state).items()
-        }
-        result = self.model.load_state_dict(
-            {k.removeprefix("model."): v for k, v in state.items()}, strict=False
-        )
-        # LeRobot writes tied weights once (safetensors' save_model): a key tied to a loaded one is fine
-        own = self.model.state_dict()
-        loaded = {own[k].data_ptr() for k in own.keys() - set(result.missing_keys)}
-        missing = [k for k in result.missing_keys if own[k].data_ptr() not in loaded]
-        missing = [k for k in missing if not k.startswith("indicator.")]
-        if missing or result.unexpected_keys:
-            raise KeyError(
-                f"{path}/model.safetensors does not match this {self.config.type}: missing {missing}, "
-                f"unexpected {sorted(result.unexpected_keys)}"
-            )
-
-    @classmethod
-    def _from_lerobot_fields(cls, lr: dict[str, Any]) -> dict[str, Any]:
-        """Network fields of a LeRobot ``config.json`` under our names (beyond the shared ones)."""
-        known = {f.name for f in fields(cls.config_class)}
-        return {k: v for k, v in lr.items() if k in known and k != "type"}
+        """Loads a LeRobot policy's ``model.safetensors``; only the indicator (ours) may be missing."""
+        lerobot_checkpoint.load_lerobot_weights(self, path)
 
     @classmethod
     def from_lerobot_pretrained(
@@ -413,63 +304,4 @@ class LeRobotFlowAdapter(nn.Module):
         then (``vlm_model_name=`` for SmolVLA, ``tokenizer_path=`` for pi0 / pi0.5). Without ``stats``, they
         are read from the folder's LeRobot normaliser file (``policy_preprocessor*normalizer*.safetensors``).
         """
-        path = Path(path)
-        lr = json.loads((path / "config.json").read_text())
-        if lr.get("type") not in cls.lerobot_types:
-            raise ValueError(f"{path}/config.json: type {lr.get('type')!r}, not one of {cls.lerobot_types}")
-        if lr.get("empty_cameras", 0) or lr.get("adapt_to_pi_aloha", False):
-            raise NotImplementedError(f"{path}: empty_cameras / adapt_to_pi_aloha are not supported")
-        kwargs = cls._from_lerobot_fields(lr)
-        inputs, outputs = lr["input_features"], lr["output_features"]
-        kwargs["type"] = lr["type"]
-        kwargs["cameras"] = [k.removeprefix(IMAGE_PREFIX) for k, f in inputs.items() if f["type"] == "VISUAL"]
-        kwargs["state_dim"] = inputs[STATE]["shape"][0]
-        kwargs["action_dim"] = outputs[ACTION]["shape"][0]
-        norm = lr.get("normalization_mapping", {})
-        for key, name in (("STATE", "state_norm"), ("ACTION", "action_norm")):
-            mode = norm.get(key, "MEAN_STD")
-            if mode not in LEROBOT_NORM:
-                raise NotImplementedError(
-                    f"{path}: {key} normalisation {mode} (supported: {list(LEROBOT_NORM)})"
-                )
-            kwargs[name] = LEROBOT_NORM[mode]
-        kwargs.update(overrides, pretrained_path=str(path))
-        cfg = cls.config_class(**kwargs)
-        return cls(cfg, stats if stats is not None else lerobot_stats(path))  # type: ignore[call-arg]
-
-
-def lerobot_stats(path: str | Path) -> Stats:
-    """State/action statistics from a LeRobot policy folder's normaliser state (``<key>.<stat>`` tensors)."""
-    files = sorted(Path(path).glob("policy_preprocessor*normalizer*.safetensors"))
-    if not files:
-        raise FileNotFoundError(
-            f"{path}: no policy_preprocessor*normalizer*.safetensors; "
-            f"pass stats= with '{STATE}' and '{ACTION}'"
-        )
-    out: Stats = {}
-    for flat, value in load_file(str(files[0])).items():
-        key, stat = flat.rsplit(".", 1)
-        out.setdefault(key, {})[stat] = value.float().numpy()
-    for key in (STATE, ACTION):
-        if key not in out:
-            raise KeyError(f"{files[0]}: no statistics for '{key}'; it has {sorted(out)}")
-    return out
-
-
-def copy_small_files(src: Path, dst: Path) -> None:
-    """Copies a backbone/tokenizer folder's small files (config, tokenizer, processor), never its weights."""
-    dst.mkdir(parents=True)
-    for f in src.iterdir():
-        if f.is_file() and f.suffix not in _WEIGHT_SUFFIXES:
-            shutil.copy2(f, dst / f.name)
-
-
-def unshared(state: dict[str, Tensor]) -> dict[str, Tensor]:
-    """safetensors refuses tensors that share storage (tied weights): clone the repeats."""
-    seen: set[int] = set()
-    out = {}
-    for k, v in state.items():
-        ptr = v.untyped_storage().data_ptr()
-        out[k] = v.clone() if ptr in seen else v
-        seen.add(ptr)
-    return out
+        return lerobot_checkpoint.adapter_from_lerobot(cls, path, stats, overrides)

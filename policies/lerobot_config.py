@@ -1,16 +1,23 @@
 """Fields every LeRobot VLA adapter shares (SmolVLA, pi0, pi0.5): shapes, language, flow time, the RECAP
 indicator, RTC and normalisation. Each adapter's config subclasses :class:`LeRobotAdapterConfig` and adds
 its network fields, so a checkpoint's ``config.yaml`` alone rebuilds the model with no network.
+
+Translation from a LeRobot policy's ``config.json`` is here too (:meth:`LeRobotAdapterConfig.from_lerobot`):
+the shared fields (features, normalisation modes) in the base class, each network's names in its
+subclass's :meth:`LeRobotAdapterConfig._lerobot_fields`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar, Self
 
+from vla.batch import ACTION, IMAGE_PREFIX, STATE
 from vla.flow import INTEGRATORS, RTC_SCHEDULES  # RTC_SCHEDULES: LeRobot's RTCAttentionSchedule's four
 
 NORM_MODES = ("mean_std", "min_max", "quantiles")
+LEROBOT_NORM = {"MEAN_STD": "mean_std", "MIN_MAX": "min_max", "QUANTILES": "quantiles"}  # theirs -> ours
 
 
 @dataclass
@@ -95,3 +102,38 @@ class LeRobotAdapterConfig:
                 raise ValueError(f"{name}={getattr(self, name)!r}: one of {NORM_MODES}")
         if self.time_beta_a <= 0 or self.time_beta_b <= 0 or not 0 < self.time_scale + self.time_offset <= 1:
             raise ValueError("flow time: Beta(a, b) needs a, b > 0 and 0 < scale + offset <= 1")
+
+    @classmethod
+    def checkpoint_overrides(cls) -> dict[str, Any]:
+        """Fields reset when our checkpoint is loaded (all weights come from its ``model.safetensors``)."""
+        return {"pretrained_path": None}
+
+    @classmethod
+    def _lerobot_fields(cls, lr: dict[str, Any]) -> dict[str, Any]:
+        """Network fields of a LeRobot ``config.json`` under our names (beyond the shared ones)."""
+        known = {f.name for f in fields(cls)}
+        return {k: v for k, v in lr.items() if k in known and k != "type"}
+
+    @classmethod
+    def from_lerobot(cls, lr: dict[str, Any], overrides: dict[str, Any], where: str | Path) -> Self:
+        """Our config from the fields of a LeRobot policy's ``config.json`` (``lr``, read from ``where``):
+        cameras, state and action widths from its features, normalisation modes from its
+        ``normalization_mapping`` (default ``MEAN_STD``), then ``overrides``."""
+        if lr.get("empty_cameras", 0) or lr.get("adapt_to_pi_aloha", False):
+            raise NotImplementedError(f"{where}: empty_cameras / adapt_to_pi_aloha are not supported")
+        kwargs = cls._lerobot_fields(lr)
+        inputs, outputs = lr["input_features"], lr["output_features"]
+        kwargs["type"] = lr["type"]
+        kwargs["cameras"] = [k.removeprefix(IMAGE_PREFIX) for k, f in inputs.items() if f["type"] == "VISUAL"]
+        kwargs["state_dim"] = inputs[STATE]["shape"][0]
+        kwargs["action_dim"] = outputs[ACTION]["shape"][0]
+        norm = lr.get("normalization_mapping", {})
+        for key, name in (("STATE", "state_norm"), ("ACTION", "action_norm")):
+            mode = norm.get(key, "MEAN_STD")
+            if mode not in LEROBOT_NORM:
+                raise NotImplementedError(
+                    f"{where}: {key} normalisation {mode} (supported: {list(LEROBOT_NORM)})"
+                )
+            kwargs[name] = LEROBOT_NORM[mode]
+        kwargs.update(overrides)
+        return cls(**kwargs)

@@ -33,6 +33,13 @@ GEMMA_VARIANTS = {  # LeRobot's / openpi's get_gemma_config
 }
 
 
+LEROBOT_NAMES = {  # ours -> LeRobot's PI0Config / PI05Config, where the names differ
+    "num_steps": "num_inference_steps",
+    "time_beta_a": "time_sampling_beta_alpha",
+    "time_beta_b": "time_sampling_beta_beta",
+    "time_scale": "time_sampling_scale",
+    "time_offset": "time_sampling_offset",
+}
 JOINT_HEADS = 8  # LeRobot's compute_layer_complete reshapes the joint attention output to 8 heads
 
 
@@ -118,11 +125,7 @@ class PI0AdapterConfig(LeRobotAdapterConfig):
             n_action_steps=self.n_action_steps,
             max_state_dim=self.max_state_dim,
             max_action_dim=self.max_action_dim,
-            num_inference_steps=self.num_steps,
-            time_sampling_beta_alpha=self.time_beta_a,
-            time_sampling_beta_beta=self.time_beta_b,
-            time_sampling_scale=self.time_scale,
-            time_sampling_offset=self.time_offset,
+            **{theirs: getattr(self, ours) for ours, theirs in LEROBOT_NAMES.items()},
             min_period=self.min_period,
             max_period=self.max_period,
             image_resolution=tuple(self.image_size),
@@ -132,6 +135,14 @@ class PI0AdapterConfig(LeRobotAdapterConfig):
             compile_model=False,
             device="cpu",
         )
+
+    @classmethod
+    def _lerobot_fields(cls, lr: dict[str, Any]) -> dict[str, Any]:
+        kwargs = super()._lerobot_fields(lr)
+        kwargs.update({ours: lr[theirs] for ours, theirs in LEROBOT_NAMES.items() if theirs in lr})
+        if "image_resolution" in lr:
+            kwargs["image_size"] = list(lr["image_resolution"])
+        return kwargs
 
     def sizes(self) -> dict[str, Any]:
         return {

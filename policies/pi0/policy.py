@@ -40,8 +40,10 @@ from lerobot.policies.pi05.modeling_pi05 import PI05Pytorch
 from lerobot.policies.pi_gemma import PaliGemmaForConditionalGenerationWithPiGemma, PiGemmaForCausalLM
 from torch import Tensor, nn
 
-from policies.lerobot_adapter import FlowInputs, IndicatorSlot, LeRobotFlowAdapter, Stats
+from policies.lerobot_adapter import IndicatorSlot, LeRobotFlowAdapter
+from policies.lerobot_preprocess import FlowInputs
 from policies.pi0.config import PI0AdapterConfig, PI05AdapterConfig
+from vla.checkpoint import Stats
 from vla.policy import POLICIES
 
 TOKENIZER_DIR = "tokenizer"  # the tokenizer's files, copied into each checkpoint
@@ -160,21 +162,6 @@ class PI0Adapter(LeRobotFlowAdapter):
         super().__init__(config, stats, self.network(config), AutoTokenizer.from_pretrained(str(folder)))
 
     # ---- LeRobot checkpoints -----------------------------------------------------------------------
-    @classmethod
-    def _from_lerobot_fields(cls, lr: dict[str, Any]) -> dict[str, Any]:
-        kwargs = super()._from_lerobot_fields(lr)
-        renames = {
-            "num_inference_steps": "num_steps",
-            "time_sampling_beta_alpha": "time_beta_a",
-            "time_sampling_beta_beta": "time_beta_b",
-            "time_sampling_scale": "time_scale",
-            "time_sampling_offset": "time_offset",
-        }
-        kwargs.update({ours: lr[theirs] for theirs, ours in renames.items() if theirs in lr})
-        if "image_resolution" in lr:
-            kwargs["image_size"] = list(lr["image_resolution"])
-        return kwargs
-
     def _fix_lerobot_keys(self, state: dict[str, Tensor]) -> dict[str, Tensor]:
         """LeRobot's ``_fix_pytorch_state_dict_keys`` (openpi layouts): ``time_mlp_*`` ->
         ``action_time_mlp_*`` for pi0, plain norm weights dropped where the expert uses adaRMS, a lone

@@ -51,6 +51,17 @@ class SmolVLAAdapterConfig(LeRobotAdapterConfig):
         if self.attention_mode not in ("cross_attn", "self_attn"):
             raise ValueError(f"attention_mode={self.attention_mode!r}: cross_attn or self_attn")
 
+    @classmethod
+    def checkpoint_overrides(cls) -> dict[str, Any]:
+        return {**super().checkpoint_overrides(), "load_vlm_weights": False}
+
+    @classmethod
+    def _lerobot_fields(cls, lr: dict[str, Any]) -> dict[str, Any]:
+        kwargs = super()._lerobot_fields(lr)
+        width, height = lr["resize_imgs_with_padding"]
+        kwargs.update(image_size=[height, width], load_vlm_weights=False)
+        return kwargs
+
     def lerobot_kwargs(self) -> dict[str, Any]:
         """The ``SmolVLAConfig`` fields that shape ``VLAFlowMatching`` (CPU, KV cache on, no compile)."""
         names = [

@@ -1,11 +1,12 @@
 """``SmolVLAAdapter``: LeRobot's SmolVLA (``VLAFlowMatching``) behind the :class:`vla.policy.Policy` protocol.
 
 The network is LeRobot's ``VLAFlowMatching`` unchanged (SmolVLM prefix, KV-cached cross-attending action
-expert), so LeRobot SmolVLA checkpoints load weight for weight (``from_lerobot_pretrained``). The shared
-plumbing (normalisation, indicator, CFG, RTC, checkpoints) is :class:`policies.lerobot_adapter.
-LeRobotFlowAdapter`; what is SmolVLA's: images resized with padding by LeRobot's ``resize_with_pad``, the
-prompt ``task + "\\n"`` (LeRobot's ``NewLineTaskProcessorStep``) tokenised with the backbone's tokenizer,
-and the state as the last prefix token.
+expert), so LeRobot SmolVLA checkpoints load weight for weight (``from_lerobot_pretrained``; LeRobot's
+config is translated by :class:`policies.smolvla.config.SmolVLAAdapterConfig`). The shared plumbing
+(normalisation, indicator, CFG, RTC, checkpoints) is :class:`policies.lerobot_adapter.LeRobotFlowAdapter`;
+what is SmolVLA's: images resized with padding by LeRobot's ``resize_with_pad``, the prompt ``task + "\\n"``
+(LeRobot's ``NewLineTaskProcessorStep``) tokenised with the backbone's tokenizer, and the state as the last
+prefix token.
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
 from lerobot.policies.smolvla.modeling_smolvla import VLAFlowMatching
 from torch import Tensor
 
-from policies.lerobot_adapter import FlowInputs, IndicatorSlot, LeRobotFlowAdapter, Stats, lerobot_stats
+from policies.lerobot_adapter import IndicatorSlot, LeRobotFlowAdapter
+from policies.lerobot_checkpoint import lerobot_stats
+from policies.lerobot_preprocess import FlowInputs
 from policies.smolvla.config import SmolVLAAdapterConfig
+from vla.checkpoint import Stats
 from vla.policy import POLICIES
 
 BACKBONE_DIR = "backbone"  # the backbone's config/tokenizer/processor files, copied into each checkpoint
@@ -60,17 +64,6 @@ class SmolVLAAdapter(LeRobotFlowAdapter):
             )
         model = IndicatorFlowMatching(SmolVLAConfig(**config.lerobot_kwargs()))
         super().__init__(config, stats, model, model.vlm_with_expert.processor.tokenizer)
-
-    @classmethod
-    def _checkpoint_overrides(cls) -> dict[str, Any]:
-        return {"pretrained_path": None, "load_vlm_weights": False}
-
-    @classmethod
-    def _from_lerobot_fields(cls, lr: dict[str, Any]) -> dict[str, Any]:
-        kwargs = super()._from_lerobot_fields(lr)
-        width, height = lr["resize_imgs_with_padding"]
-        kwargs.update(image_size=[height, width], load_vlm_weights=False)
-        return kwargs
 
     # ---- hooks -------------------------------------------------------------------------------------
     def _image(self, img: Tensor) -> Tensor:
