@@ -25,6 +25,7 @@ import numpy as np
 from tqdm import tqdm
 
 from sim.evaluation import check_checkpoint, resolve_deployment, wilson_interval
+from sim.libero.operator import OperatorConfig
 from sim.libero.robot import LIBERO_PANDA, LiberoRobot
 from sim.libero.suite import CONTROL_HZ, INIT_STATES, MAX_STEPS, NOOP, suite_tasks
 from sim.workers import RUNNERS, RayConfig, run_episodes
@@ -50,6 +51,8 @@ class LiberoEvalConfig:
     # rollouts (sim.libero.rollout): episodes in all, interleaved over the tasks from episode number offset
     interleaved: bool = False
     offset: int = 0
+    # rollouts: the scripted operator who takes over a stalled policy (sim.libero.operator; off by default)
+    operator: OperatorConfig = field(default_factory=lambda: OperatorConfig(enabled=False))
     max_steps: int | None = None  # None: the suite's limit; lower only for smoke runs
     image_size: tuple[int, int] | None = None  # None: the checkpoint's image_size, else 256 x 256
     camera_names: dict[str, str] | None = None  # our camera -> LIBERO's (None: image, image2)
@@ -147,8 +150,9 @@ class LiberoWorker:
     def run(self, index: int) -> LiberoEpisode:
         return self.play(index)[0]
 
-    def play(self, index: int, extra: Sequence[Any] = ()) -> tuple[LiberoEpisode, Any]:
-        """Episode ``index`` with ``extra`` subscribers besides the video; (its record, the loop's result)."""
+    def play(self, index: int, extra: Sequence[Any] = (), teleop: Any = None) -> tuple[LiberoEpisode, Any]:
+        """Episode ``index`` with ``extra`` subscribers besides the video and an operator who may take over;
+        (its record, the loop's result)."""
         cfg = self.cfg
         task, init = self.robot.episode(index)
         if self.runner is not None:
@@ -158,7 +162,7 @@ class LiberoWorker:
         if index % cfg.episodes < cfg.videos:
             video = cfg.out_dir / "videos" / f"task{task.index:02d}_init{init:02d}.mp4"
             subscribers.append(VideoRecorder(video, self.robot.cameras, CONTROL_HZ))
-        r = run_episode(self.robot, self.stack, seed=index, subscribers=subscribers)
+        r = run_episode(self.robot, self.stack, seed=index, subscribers=subscribers, teleop=teleop)
         record = LiberoEpisode(
             index=index,
             task=task.name,

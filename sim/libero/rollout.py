@@ -4,9 +4,9 @@ labels (what the closed loop's ``collect`` appends each round, ``env=libero``).
 Episode ``i`` is number ``offset + i`` of the interleaved plan (:class:`~sim.libero.robot.LiberoRobot`:
 over the tasks in turn, from initial state ``first_init`` on), so a resumed collection continues it. Per
 frame the recorder of :mod:`vla.runtime.subscribers` keeps the executed action, the policy's proposal,
-``is_intervention`` (always false: no operator takes over in LIBERO; see docs/libero.md), reward and done;
-per episode: success, the task, the initial state and the simulator state after the reset (``vla-replay
-env=libero``).
+``is_intervention`` (the scripted operator's periods, :mod:`sim.libero.operator`, when ``operator`` is
+given), reward and done; per episode: success, takeovers, the task, the initial state and the simulator state
+after the reset (``vla-replay env=libero``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from tqdm import tqdm
 
 from sim.libero.convert import libero_spec
 from sim.libero.evaluation import LiberoEvalConfig, LiberoWorker, prepare
+from sim.libero.operator import ScriptedPlaceOperator
 from sim.workers import run_episodes
+from vla.data.schema import IS_INTERVENTION
 from vla.runtime.subscribers import FrameRecorder
 
 
@@ -33,14 +35,21 @@ class LiberoRollout:
     frames: list[dict]
     sim_state: list[float]
     policy_calls: int
+    takeovers: int
+    triggers: list[str]
 
 
 class LiberoRecordingWorker(LiberoWorker):
-    """A :class:`LiberoWorker` whose episodes come back with their frames."""
+    """A :class:`LiberoWorker` whose episodes come back with their frames, with the scripted operator when
+    ``cfg.operator.enabled``."""
+
+    def __init__(self, cfg: LiberoEvalConfig) -> None:
+        super().__init__(cfg)
+        self.operator = ScriptedPlaceOperator(cfg.operator) if cfg.operator.enabled else None
 
     def run(self, index: int) -> LiberoRollout:  # type: ignore[override]
         recorder = FrameRecorder(self.robot.cameras)
-        record, _ = self.play(index, [recorder])
+        record, result = self.play(index, [recorder], teleop=self.operator)
         assert self.robot.init_state is not None
         return LiberoRollout(
             index=index,
@@ -51,6 +60,8 @@ class LiberoRecordingWorker(LiberoWorker):
             frames=recorder.frames,
             sim_state=self.robot.init_state.tolist(),
             policy_calls=record.policy_calls,
+            takeovers=result.takeovers,
+            triggers=list(self.operator.triggers) if self.operator else [],
         )
 
 
@@ -73,6 +84,7 @@ def collect_libero(cfg: LiberoEvalConfig, out: str | Path) -> dict[str, Any]:
             pending[ep.index] = ep
             while counts["episodes"] in pending:
                 e = pending.pop(counts["episodes"])
+                human = sum(bool(f[IS_INTERVENTION][0]) for f in e.frames)
                 for frame in e.frames:
                     writer.add_frame(frame)
                 writer.end_episode(
@@ -87,11 +99,15 @@ def collect_libero(cfg: LiberoEvalConfig, out: str | Path) -> dict[str, Any]:
                         "instruction": e.frames[0]["task"] if e.frames else "",
                         "checkpoint": str(cfg.checkpoint),
                         "policy_calls": e.policy_calls,
-                        "takeovers": 0,
-                        "intervention_frames": 0,
+                        "takeovers": e.takeovers,
+                        "intervention_frames": human,
+                        "triggers": e.triggers,
                     },
                 )
                 counts["episodes"] += 1
+                counts["takeovers"] += e.takeovers
+                counts["episodes_with_takeover"] += e.takeovers > 0
+                counts["intervention_frames"] += human
                 counts["successes"] += e.success
                 counts["frames"] += len(e.frames)
                 bar.update(1)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from sim.libero.evaluation import LiberoEvalConfig, evaluate_libero
+from sim.libero.operator import OperatorConfig
 from sim.libero.rollout import collect_libero
 from sim.libero.suite import MAX_STEPS, suite_tasks
 from vla.errors import InputError
@@ -95,11 +96,15 @@ class LiberoRunner:
         self, checkpoint: Path, out: Path, *, episodes: int, seed: int, teleop: dict[str, Any]
     ) -> dict[str, float]:
         """``episodes`` rollouts over the tasks in turn, episode ``seed + i`` of the interleaved plan from
-        initial state ``rollout_first_init``; no operator takes over."""
-        if teleop.get("enabled"):
+        initial state ``rollout_first_init``, with the scripted operator (:mod:`sim.libero.operator`) when
+        ``teleop`` enables it (its fields: ``enabled``, ``patience``, ``tol``, ``phase_limit``)."""
+        try:
+            operator = OperatorConfig(**{"enabled": False, **teleop})
+        except TypeError as exc:
             raise InputError(
-                "env=libero: no simulated operator takes over in LIBERO; set loop.teleop.enabled=false "
-                "(the rollouts carry success labels only)"
-            )
-        cfg = self._cfg(checkpoint, episodes=episodes, first_init=self.rollout_first_init, offset=seed)
+                f"loop.teleop with env=libero: {exc} (fields of sim.libero.operator.OperatorConfig)"
+            ) from None
+        cfg = self._cfg(
+            checkpoint, episodes=episodes, first_init=self.rollout_first_init, offset=seed, operator=operator
+        )
         return collect_libero(cfg, out)

@@ -160,3 +160,51 @@ def test_the_documented_smoke_evaluation_runs_every_task(tmp_path):
     )
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.count("| 0/1 (0.0%) |") == 10 and "| all | 0/10 (0.0%) |" in p.stdout
+
+
+def test_the_scripted_operator_takes_over_a_stalled_policy_and_places_the_object():
+    """Through the one control loop: a policy that holds still, the operator engaged after its patience, the
+    soup picked up and dropped into the basket (the suite's predicate), one takeover."""
+    from sim.libero.operator import OperatorConfig, ScriptedPlaceOperator
+    from sim.libero.suite import NOOP
+    from vla.runtime.config import DeployConfig
+    from vla.runtime.loop import run_episode
+    from vla.runtime.stack import build_stack
+
+    robot = LiberoRobot(suite_tasks("libero_object", [SOUP]), per_task=1, image_size=(32, 32), max_steps=200)
+    still = np.asarray([NOOP])
+    stack = build_stack(DeployConfig(), lambda obs: still, profile=LIBERO_PANDA, chunk_size=1)
+    operator = ScriptedPlaceOperator(OperatorConfig(patience=5))
+    try:
+        r = run_episode(robot, stack, seed=0, teleop=operator)
+    finally:
+        robot.close()
+    assert r.success and r.takeovers == 1 and r.steps < 200
+    assert r.intervention_steps == r.steps - 5 and "not picked up after 5" in operator.triggers[0]
+
+
+def test_rollouts_record_the_operators_takeover_with_the_suite_and_state(tmp_path):
+    """collect_libero (the closed loop's LIBERO rollouts) with the operator: the episode, its takeover and
+    intervention frames, success, the task and the simulator state that vla-replay env=libero restores."""
+    from sim.libero.evaluation import LiberoEvalConfig
+    from sim.libero.operator import OperatorConfig
+    from sim.libero.rollout import collect_libero
+    from vla.data.reader import read_episode_info
+
+    cfg = LiberoEvalConfig(
+        suite="libero_object",
+        tasks=["0"],
+        episodes=1,
+        max_steps=200,
+        image_size=(32, 32),
+        workers=0,
+        progress=False,
+        operator=OperatorConfig(patience=5),
+    )
+    counts = collect_libero(cfg, tmp_path / "rollouts")
+    assert counts["episodes"] == counts["successes"] == counts["takeovers"] == 1
+    (info,) = read_episode_info(tmp_path / "rollouts")
+    assert (
+        info.success and info.extra["takeovers"] == 1 and info.extra["intervention_frames"] == info.length - 5
+    )
+    assert info.extra["task_name"] == "libero_object" and len(info.extra["libero_state"]) > 50
