@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -158,3 +159,61 @@ def make_tiny_smolvla(
     )
     cfg.update(overrides)
     return SmolVLAAdapter(SmolVLAAdapterConfig(**cfg), stats or tiny_stats(state_dim, action_dim))
+
+
+def save_lerobot_smolvla(
+    folder: Path,
+    backbone: Path,
+    *,
+    chunk_size: int = 8,
+    action_dim: int = 4,
+    state_dim: int = 6,
+    max_action_dim: int = 6,
+    max_state_dim: int = 8,
+    image_size: int = 32,
+    cameras: Sequence[str] = ("front",),
+) -> tuple[Any, Any, Any]:
+    """Writes a tiny LeRobot SmolVLA folder as LeRobot does (policy + pre/post-processors with stats), for
+    ``cameras`` (``observation.images.<camera>``), random weights.
+
+    Padded state/action widths (``max_*_dim`` > the real ones) exercise the adapter's padding.
+    Returns ``(policy, preprocessor, postprocessor)``.
+    """
+    import torch
+    from lerobot.configs.types import FeatureType, PolicyFeature
+    from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
+    from lerobot.policies.smolvla.modeling_smolvla import SmolVLAPolicy
+    from lerobot.policies.smolvla.processor_smolvla import make_smolvla_pre_post_processors
+
+    cfg = SmolVLAConfig(
+        vlm_model_name=str(backbone),
+        input_features={
+            **{
+                f"observation.images.{c}": PolicyFeature(
+                    type=FeatureType.VISUAL, shape=(3, image_size, image_size)
+                )
+                for c in cameras
+            },
+            "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(state_dim,)),
+        },
+        output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(action_dim,))},
+        chunk_size=chunk_size,
+        n_action_steps=chunk_size,
+        max_state_dim=max_state_dim,
+        max_action_dim=max_action_dim,
+        resize_imgs_with_padding=(image_size, image_size),
+        num_vlm_layers=2,
+        num_steps=4,
+        tokenizer_max_length=24,
+        device="cpu",
+    )
+    policy = SmolVLAPolicy(cfg)
+    stats = {
+        k: {s: torch.as_tensor(v, dtype=torch.float32) for s, v in d.items()}
+        for k, d in tiny_stats(state_dim, action_dim).items()
+    }
+    pre, post = make_smolvla_pre_post_processors(cfg, stats)
+    policy.save_pretrained(folder)
+    pre.save_pretrained(folder)
+    post.save_pretrained(folder)
+    return policy, pre, post
