@@ -22,7 +22,7 @@ What is LeRobot's and what is ours:
   correction the paper's (through the network: :func:`vla.flow.rtc_guided_velocity`).
 
 A subclass supplies the network-specific parts: :meth:`LeRobotFlowAdapter._image`, ``_prompts``,
-``_flow_losses``, ``_prefix_cache``, ``_denoise`` and ``_fix_lerobot_keys``, plus the asset folder (backbone
+``_flow_losses``, ``_prefix``, ``_denoise`` and ``_fix_lerobot_keys``, plus the asset folder (backbone
 or tokenizer files) copied into every checkpoint; its config class translates LeRobot's ``config.json``
 (:meth:`policies.lerobot_config.LeRobotAdapterConfig.from_lerobot`).
 """
@@ -133,8 +133,9 @@ class LeRobotFlowAdapter(nn.Module):
         """LeRobot's training forward: per-element squared errors [B, H, A_max] at LeRobot time ``t``."""
         raise NotImplementedError
 
-    def _prefix_cache(self, x: FlowInputs) -> tuple[Tensor, Any]:
-        """The prefix run once through the VLM: its pad mask [B, P] and KV cache."""
+    def _prefix(self, x: FlowInputs) -> tuple[Tensor, Any, Tensor]:
+        """The prefix run once through the VLM: its pad mask [B, P], KV cache and last hidden states
+        [B, P, d]."""
         raise NotImplementedError
 
     def _denoise(self, x: FlowInputs, prefix_pad: Tensor, cache: Any, x_t: Tensor, t: Tensor) -> Tensor:
@@ -144,6 +145,14 @@ class LeRobotFlowAdapter(nn.Module):
     def _fix_lerobot_keys(self, state: dict[str, Tensor]) -> dict[str, Tensor]:
         """Renames keys of an older LeRobot/openpi checkpoint layout (keys without the ``model.`` prefix)."""
         return state
+
+    def features(self, obs: Batch) -> Tensor:  # [B, d]
+        """The prefix (images, language, state) through the VLM, its last hidden states mean-pooled over the
+        valid tokens: what a critic reads with ``critic.encoder=policy`` (callers detach it: stop-gradient;
+        pi*0.6's value function also reads the VLM's representation)."""
+        pad, _, hidden = self._prefix(self._inputs(obs))
+        m = pad.to(hidden.dtype)[..., None]
+        return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
 
     # ---- inputs ------------------------------------------------------------------------------------
     def _inputs(self, obs: Batch) -> FlowInputs:
@@ -241,7 +250,7 @@ class LeRobotFlowAdapter(nn.Module):
         b = inputs.batch_size
         x = flow_noise(noise, b, cfg, generator, self.device).clone()  # [B, H, A_max] at t = 1
         rows = self._indicator_rows(cond, b)
-        prefix_pad, cache = self._prefix_cache(inputs)
+        prefix_pad, cache, _ = self._prefix(inputs)
         rtc = self._rtc(prefix, prefix_delay, x.shape) if prefix is not None else None
 
         def velocity(x_t: Tensor, time: float) -> Tensor:  # LeRobot's convention: t = 1 noise, t = 0 data

@@ -197,19 +197,19 @@ class PI0Adapter(LeRobotFlowAdapter):
     def _flow_losses(self, x: FlowInputs, actions: Tensor, eps: Tensor, t: Tensor) -> Tensor:
         return self.model(x.images, x.img_masks, x.tokens, x.token_mask, x.state, actions, eps, t)
 
-    def _prefix_cache(self, x: FlowInputs) -> tuple[Tensor, Any]:
+    def _prefix(self, x: FlowInputs) -> tuple[Tensor, Any, Tensor]:
         """As LeRobot's ``sample_actions``: the prefix through PaliGemma once, eager attention, KV cache."""
         pwe = self.model.paligemma_with_expert
         embs, pad, att = self.model.embed_prefix(x.images, x.img_masks, x.tokens, x.token_mask)
         pwe.paligemma.model.language_model.config._attn_implementation = "eager"
-        _, cache = pwe.forward(
+        out, cache = pwe.forward(
             attention_mask=prepare_attention_masks_4d(make_att_2d_masks(pad, att)),
             position_ids=torch.cumsum(pad, dim=1) - 1,
             past_key_values=None,
             inputs_embeds=[embs, None],
             use_cache=True,
         )
-        return pad, cache
+        return pad, cache, out[0]
 
     def _denoise(self, x: FlowInputs, prefix_pad: Tensor, cache: Any, x_t: Tensor, t: Tensor) -> Tensor:
         # denoise_step clones the cache before the expert appends to it, so it is shared safely.

@@ -76,17 +76,17 @@ class SmolVLAAdapter(LeRobotFlowAdapter):
     def _flow_losses(self, x: FlowInputs, actions: Tensor, eps: Tensor, t: Tensor) -> Tensor:
         return self.model(x.images, x.img_masks, x.tokens, x.token_mask, x.state, actions, eps, t)
 
-    def _prefix_cache(self, x: FlowInputs) -> tuple[Tensor, Any]:
+    def _prefix(self, x: FlowInputs) -> tuple[Tensor, Any, Tensor]:
         m = self.model
         embs, pad, att = m.embed_prefix(x.images, x.img_masks, x.tokens, x.token_mask, state=x.state)
-        _, cache = m.vlm_with_expert.forward(
+        out, cache = m.vlm_with_expert.forward(
             attention_mask=make_att_2d_masks(pad, att),
             position_ids=torch.cumsum(pad, dim=1) - 1,
             past_key_values=None,
             inputs_embeds=[embs, None],
             use_cache=True,
         )
-        return pad, cache
+        return pad, cache, out[0]
 
     def _denoise(self, x: FlowInputs, prefix_pad: Tensor, cache: Any, x_t: Tensor, t: Tensor) -> Tensor:
         # denoise_step crops the cache back to the prefix after each call, so it can be reused.

@@ -322,3 +322,15 @@ def test_from_lerobot_pretrained(policy: LeRobotFlowAdapter, layout: str, tmp_pa
     next(folder.glob("policy_preprocessor*")).unlink()
     with pytest.raises(FileNotFoundError, match="stats="):
         cls.from_lerobot_pretrained(folder, **TINY[name].lerobot_overrides(policy.config))
+
+
+def test_features_pool_the_vlms_prefix_per_sample(policy: LeRobotFlowAdapter) -> None:
+    """``features(obs)`` (the critic's input with ``critic.encoder=policy``): one finite vector per sample,
+    the VLM's width, depending on the sample (another image or instruction, another vector)."""
+    b = observation(batch(3))
+    f = policy.features(b)
+    assert f.shape[0] == 3 and f.ndim == 2 and torch.isfinite(f).all()
+    assert (f[0] - f[1]).abs().max() > 1e-4
+    other = dict(b)
+    other[IMAGE_PREFIX + CAMS[0]] = torch.rand_like(b[IMAGE_PREFIX + CAMS[0]])
+    assert not torch.allclose(policy.features(other), f)
