@@ -91,6 +91,7 @@ def collect_libero(cfg: LiberoEvalConfig, out: str | Path) -> dict[str, Any]:
                     success=e.success,
                     source="policy",
                     extra={
+                        "seed": cfg.offset + e.index,  # the plan's episode number (the closed loop's seed)
                         "task_name": cfg.suite,
                         "libero_suite": cfg.suite,
                         "libero_task": e.task_index,

@@ -208,3 +208,22 @@ def test_rollouts_record_the_operators_takeover_with_the_suite_and_state(tmp_pat
         info.success and info.extra["takeovers"] == 1 and info.extra["intervention_frames"] == info.length - 5
     )
     assert info.extra["task_name"] == "libero_object" and len(info.extra["libero_state"]) > 50
+
+
+def test_an_interrupted_libero_collection_resumes_with_the_seeds_it_would_have_had(tmp_path):
+    """The closed loop's collect_rollouts on the LIBERO runner (a policy for LIBERO's inputs): a folder with
+    the first of two episodes is completed with the second; the episodes carry the seeds the loop checks."""
+    from policies.flow_matching import FlowMatchingPolicy, debug_config
+    from sim.libero.runner import LiberoRunner
+    from training.closed_loop import collect_rollouts
+    from vla.data.reader import read_episode_info
+
+    ckpt = FlowMatchingPolicy(
+        debug_config(num_steps=1, cameras=["image", "image2"], state_dim=8, action_dim=7, chunk_size=4)
+    ).save(tmp_path / "fm")
+    runner = LiberoRunner("libero_object", episodes=1, workers=0, tasks=["0"], max_steps=3)
+    out = tmp_path / "rollouts"
+    collect_rollouts(runner, ckpt, out, episodes=1, seed=7, teleop={})
+    collect_rollouts(runner, ckpt, out, episodes=2, seed=7, teleop={})  # resumes: one more
+    infos = read_episode_info(out)
+    assert [i.extra["seed"] for i in infos] == [7, 8] and [i.extra["libero_init"] for i in infos] == [32, 33]
