@@ -19,6 +19,7 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,25 @@ def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     lo = 0.0 if k == 0 else max(0.0, center - half)
     hi = 1.0 if k == n else min(1.0, center + half)
     return lo, hi
+
+
+def outcome_metrics(episodes: Sequence[Any]) -> dict[str, Any]:
+    """What an env runner reports of scored episodes (each with ``success``, ``length``, ``policy_calls``):
+    success with its Wilson interval, mean length, policy calls, time to success (the successful episodes'
+    length: each ends at its success) and successes per 1000 control steps."""
+    n, k = len(episodes), sum(bool(e.success) for e in episodes)
+    lo, hi = wilson_interval(k, n)
+    ok = [e.length for e in episodes if e.success]
+    steps = sum(e.length for e in episodes)
+    return {
+        "success_rate": k / n,
+        "success_ci_low": lo,
+        "success_ci_high": hi,
+        "mean_length": float(np.mean([e.length for e in episodes])),
+        "calls_per_episode": float(np.mean([e.policy_calls for e in episodes])),
+        "success_length_mean": float(np.mean(ok)) if ok else float("nan"),
+        "successes_per_1000_steps": 1000 * k / max(1, steps),
+    }
 
 
 @dataclass

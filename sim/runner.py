@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from sim.evaluation import EvalConfig, evaluate
+from sim.evaluation import EvalConfig, evaluate, outcome_metrics
 from sim.rollout import RolloutConfig, rollout
 from sim.teleop import TeleopConfig
 from vla.evaluation import RUNNERS
@@ -55,17 +53,8 @@ class SimRunner:
                 progress=False,
             )
         )
-        lo, hi = result.ci95
-        ok = [e.length for e in result.episodes if e.success]  # each successful episode ends at its success
-        steps = sum(e.length for e in result.episodes)
         return {
-            "success_rate": result.success_rate,
-            "success_ci_low": lo,
-            "success_ci_high": hi,
-            "mean_length": result.mean_length,
-            "calls_per_episode": result.calls_per_episode,
-            "success_length_mean": float(np.mean(ok)) if ok else float("nan"),  # time to success (steps)
-            "successes_per_1000_steps": 1000 * result.successes / max(1, steps),
+            **outcome_metrics(result.episodes),
             "outcomes": [[bool(e.success), int(e.length), int(e.seed)] for e in result.episodes],
         }
 

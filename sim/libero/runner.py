@@ -11,8 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from sim.evaluation import outcome_metrics
 from sim.libero.evaluation import LiberoEvalConfig, evaluate_libero
 from sim.libero.operator import OperatorConfig
 from sim.libero.rollout import collect_libero
@@ -77,17 +76,8 @@ class LiberoRunner:
                 videos=self.videos,
             )
         )
-        s = result.summary()["all"]
-        ok = [e.length for e in result.episodes if e.success]
-        steps = sum(e.length for e in result.episodes)
         return {
-            "success_rate": s["success_rate"],
-            "success_ci_low": s["ci95"][0],
-            "success_ci_high": s["ci95"][1],
-            "mean_length": s["mean_length"],
-            "calls_per_episode": float(np.mean([e.policy_calls for e in result.episodes])),
-            "success_length_mean": float(np.mean(ok)) if ok else float("nan"),
-            "successes_per_1000_steps": 1000 * sum(e.success for e in result.episodes) / max(1, steps),
+            **outcome_metrics(result.episodes),
             "per_task_success": {r["name"]: r["success_rate"] for r in result.per_task()},
             "outcomes": [[bool(e.success), int(e.length), int(e.index)] for e in result.episodes],
         }
