@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from policies.lerobot_config import LeRobotAdapterConfig
-from vla.batch import ACTION, STATE
+from vla.batch import ACTION, IMAGE_PREFIX, STATE
 from vla.checkpoint import STATS_FILE, Stats, load_model_state, load_stats, read_config, save_checkpoint
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".msgpack", ".h5")
@@ -118,6 +118,37 @@ def adapter_from_lerobot[A: Adapter](
         raise ValueError(f"{path}/config.json: type {lr.get('type')!r}, not one of {cls.lerobot_types}")
     cfg = cls.config_class.from_lerobot(lr, {**overrides, "pretrained_path": str(path)}, path)
     return cls(cfg, stats if stats is not None else lerobot_stats(path))
+
+
+def save_lerobot_folder(policy: Adapter, folder: str | Path, prefixed: bool = True) -> Path:
+    """``policy`` as LeRobot's ``save_pretrained`` writes a policy folder (the inverse of
+    :func:`adapter_from_lerobot`): ``config.json`` by the network's LeRobot config class with the adapter's
+    cameras, image size and state/action widths as features; the network's weights keyed ``model.*`` (or
+    unprefixed, as older folders are), without our indicator; the normaliser's statistics. For a network
+    LeRobot's config cannot size (a tiny pi0.5), loading it back needs the sizes as overrides."""
+    from lerobot.configs.types import FeatureType, PolicyFeature
+
+    folder = Path(folder)
+    c = policy.config
+    visual = (3, *c.image_size)
+    features = {
+        f"{IMAGE_PREFIX}{cam}": PolicyFeature(type=FeatureType.VISUAL, shape=visual) for cam in c.cameras
+    }
+    features[STATE] = PolicyFeature(type=FeatureType.STATE, shape=(c.state_dim,))
+    lerobot_config = type(policy.model.config)(
+        **c.lerobot_kwargs(),
+        input_features=features,
+        output_features={ACTION: PolicyFeature(type=FeatureType.ACTION, shape=(c.action_dim,))},
+    )
+    folder.mkdir(parents=True)
+    lerobot_config._save_pretrained(folder)
+    weights = {k: v.clone() for k, v in policy.model.state_dict().items() if not k.startswith("indicator.")}
+    save_file(
+        {f"model.{k}" if prefixed else k: v for k, v in weights.items()}, str(folder / "model.safetensors")
+    )
+    stats = {f"{k}.{s}": torch.as_tensor(v).float() for k, d in policy.stats.items() for s, v in d.items()}
+    save_file(stats, str(folder / "policy_preprocessor_step_3_normalizer_processor.safetensors"))
+    return folder
 
 
 def lerobot_stats(path: str | Path) -> Stats:

@@ -103,6 +103,10 @@ class LeRobotAdapterConfig:
         if self.time_beta_a <= 0 or self.time_beta_b <= 0 or not 0 < self.time_scale + self.time_offset <= 1:
             raise ValueError("flow time: Beta(a, b) needs a, b > 0 and 0 < scale + offset <= 1")
 
+    def lerobot_kwargs(self) -> dict[str, Any]:
+        """The fields of the network's LeRobot config class (``SmolVLAConfig``, ``PI0Config``, ...)."""
+        raise NotImplementedError(f"{type(self).__name__} does not translate back to a LeRobot config")
+
     @classmethod
     def checkpoint_overrides(cls) -> dict[str, Any]:
         """Fields reset when our checkpoint is loaded (all weights come from its ``model.safetensors``)."""

@@ -22,11 +22,10 @@ from typing import Any
 
 import pytest
 import torch
-from lerobot.configs.types import FeatureType, PolicyFeature
-from safetensors.torch import save_file
 from tiny_smolvlm import make_batch, make_tiny_smolvla
 
 from policies.lerobot_adapter import LeRobotFlowAdapter
+from policies.lerobot_checkpoint import save_lerobot_folder
 from policies.pi0.tiny import make_tiny_pi0
 from vla.batch import ACTION, IMAGE_PREFIX, STATE, repeat_batch
 from vla.policy import POLICIES, Policy, load_policy
@@ -283,34 +282,12 @@ def test_save_load_round_trip(policy: LeRobotFlowAdapter, tmp_path: Path) -> Non
     assert torch.equal(load_policy(ckpt).sample_chunk(obs, noise=n, cond=pos, guidance=2.0), expected)
 
 
-def write_lerobot_folder(policy: LeRobotFlowAdapter, folder: Path, prefixed: bool) -> None:
-    """``policy`` as LeRobot's ``save_pretrained`` writes one: ``config.json`` by its LeRobot config class,
-    the network's weights (keyed ``model.*``, or unprefixed as in older layouts), the normaliser's stats."""
-    features = {
-        f"{IMAGE_PREFIX}{c}": PolicyFeature(type=FeatureType.VISUAL, shape=(3, SIZE, SIZE)) for c in CAMS
-    }
-    features[STATE] = PolicyFeature(type=FeatureType.STATE, shape=(S,))
-    lerobot_config = type(policy.model.config)(
-        **policy.config.lerobot_kwargs(),
-        input_features=features,
-        output_features={ACTION: PolicyFeature(type=FeatureType.ACTION, shape=(A,))},
-    )
-    folder.mkdir()
-    lerobot_config._save_pretrained(folder)
-    weights = {k: v.clone() for k, v in policy.model.state_dict().items() if not k.startswith("indicator.")}
-    save_file(
-        {f"model.{k}" if prefixed else k: v for k, v in weights.items()}, str(folder / "model.safetensors")
-    )
-    stats = {f"{k}.{s}": torch.as_tensor(v).float() for k, d in policy.stats.items() for s, v in d.items()}
-    save_file(stats, str(folder / "policy_preprocessor_step_3_normalizer_processor.safetensors"))
-
-
 @pytest.mark.parametrize("layout", ["model-prefixed", "unprefixed"])
 def test_from_lerobot_pretrained(policy: LeRobotFlowAdapter, layout: str, tmp_path: Path) -> None:
     """A LeRobot-format folder of the tiny network loads weight for weight, its config translated back to
     ours; every other adapter refuses it; without a normaliser file, stats must be given."""
     folder = tmp_path / "lerobot"
-    write_lerobot_folder(policy, folder, prefixed=layout == "model-prefixed")
+    save_lerobot_folder(policy, folder, prefixed=layout == "model-prefixed")
     cls, name = type(policy), policy.config.type
     ours = cls.from_lerobot_pretrained(folder, **TINY[name].lerobot_overrides(policy.config)).eval()
     assert ours.config == dataclasses.replace(policy.config, pretrained_path=str(folder))
