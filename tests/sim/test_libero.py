@@ -20,6 +20,7 @@ pytest.importorskip("libero.libero", reason="the libero extra is not installed (
 
 BIN = Path(sys.executable).parent
 SOUP = 0  # libero_object task 0: pick up the alphabet soup and place it in the basket
+SALAD_DRESSING = 2  # libero_object task 2
 
 
 @pytest.fixture(scope="module")
@@ -181,6 +182,26 @@ def test_the_scripted_operator_takes_over_a_stalled_policy_and_places_the_object
         robot.close()
     assert r.success and r.takeovers == 1 and r.steps < 200
     assert r.intervention_steps == r.steps - 5 and "not picked up after 5" in operator.triggers[0]
+
+
+def test_the_operator_retries_a_missed_grasp_higher_and_carries_the_object_over_the_target():
+    """The salad dressing from initial state 0: the first grasp height misses (the bottle stays on the table
+    as the hand rises), the operator opens and grasps higher, then carries the bottle (not its hand) above
+    the basket: placed, within the suite's step limit."""
+    from sim.libero.operator import GRASPS, OperatorConfig, ScriptedPlaceOperator
+    from sim.libero.suite import NOOP
+    from vla.runtime.config import DeployConfig
+    from vla.runtime.loop import run_episode
+    from vla.runtime.stack import build_stack
+
+    robot = LiberoRobot(suite_tasks("libero_object", [SALAD_DRESSING]), per_task=1, image_size=(32, 32))
+    stack = build_stack(DeployConfig(), lambda obs: np.asarray([NOOP]), profile=LIBERO_PANDA, chunk_size=1)
+    operator = ScriptedPlaceOperator(OperatorConfig(patience=0))
+    try:
+        r = run_episode(robot, stack, seed=0, teleop=operator)
+    finally:
+        robot.close()
+    assert r.success and operator.attempt == 1 == len(GRASPS) - 1
 
 
 def test_rollouts_record_the_operators_takeover_with_the_suite_and_state(tmp_path):

@@ -35,7 +35,7 @@ def test_the_presets_compose_for_libero(model, stage):
         assert typed.policy["cameras"] == ["image", "image2"] and typed.policy["action_dim"] == 7
         assert typed.algo["indicator"] == "success"
     else:
-        assert typed.post_training and typed.loop.teleop["enabled"] == (stage == "apo")  # APO needs takeovers
+        assert typed.post_training and typed.loop.teleop["enabled"] == (stage in ("apo", "recap"))
 
 
 @pytest.fixture(scope="module")
