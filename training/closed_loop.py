@@ -139,7 +139,8 @@ def collect_rollouts(
         return
     if have:
         print(f"{rollouts}: {have} of {episodes} rollouts there (an interrupted collection); the rest follow")
-    print(f"{episodes - have} rollouts of {ckpt} with the simulated operator -> {rollouts}")
+    who = "with the simulated operator" if teleop.get("enabled", True) else "without an operator"
+    print(f"{episodes - have} rollouts of {ckpt} {who} -> {rollouts}")
     stats = runner.collect(ckpt, rollouts, episodes=episodes - have, seed=seed + have, teleop=teleop)
     print("rollouts: " + ", ".join(f"{k}={v}" for k, v in stats.items()))
 

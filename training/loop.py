@@ -218,7 +218,8 @@ class Trainer:
         finally:
             critic_tb.close()
         if self.prepared:
-            print("credit: " + ", ".join(f"{k}={v:.3g}" for k, v in self.prepared.items()))
+            summary = ", ".join(f"{k}={v:.3g}" for k, v in self.prepared.items())
+            print(f"{cfg.algo['name']} labels: {summary}")
         self.ema = EMA(self.policy, cfg.ema.decay) if cfg.ema.enabled else None
         self.data_gen = torch.Generator().manual_seed(cfg.seed)
         self.step = 0

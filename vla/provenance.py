@@ -30,7 +30,7 @@ def _git(*args: str) -> str:
 def code_version() -> str:
     """The trees of the code that makes a checkpoint or an evaluation, plus any uncommitted diff of it: the
     part of a cache key that says which code made the cached thing."""
-    dirs = ["vla", "policies", "training", "sim", "configs"]
+    dirs = ["vla", "policies", "training", "sim", "configs", "hardware"]
     trees = " ".join(_git("rev-parse", f"HEAD:{d}") for d in dirs)
     diff = _git("diff", "HEAD", "--", *dirs)
     return hashlib.sha1(f"{trees}\n{diff}".encode()).hexdigest()[:12]

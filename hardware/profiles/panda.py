@@ -24,8 +24,8 @@ from hardware.profiles.registry import PROFILES
 from vla.kinematics import DHChain, Pose
 from vla.robot import CameraSpec, GripperModel, JointLimits, RobotProfile, Workspace
 
-# FCI "Limits for Panda": q_min / q_max (rad), dq_max (rad/s), ddq_max (rad/s^2). (The old profile capped
-# ddq at 10 rad/s^2 for policy commands; the datasheet values are used now.)
+# FCI "Limits for Panda": q_min / q_max (rad), dq_max (rad/s), ddq_max (rad/s^2), the datasheet's values (no
+# lower acceleration cap for policy commands).
 PANDA_LIMITS = JointLimits(
     lower=(-2.8973, -1.7628, -2.8973, -3.0718, -2.8973, -0.0175, -2.8973),
     upper=(2.8973, 1.7628, 2.8973, -0.0698, 2.8973, 3.7525, 2.8973),

@@ -149,6 +149,6 @@ def test_habc_weights_are_standardised_per_batch(toy, tmp_path):
     auto = ~batch["human"]
     assert w[auto].mean() == pytest.approx(1.0, abs=1e-5)  # renormalised over the batch, not the dataset
     dataset_wide = load_file(str(tmp_path / "critic" / "labels.safetensors"))["weight"]
-    assert not torch.allclose(w, dataset_wide[torch.arange(0, 40, 3)])  # the dataset-wide variant's weights differ
+    assert not torch.allclose(w, dataset_wide[torch.arange(0, 40, 3)])  # dataset-wide weights differ
     metrics = alg.update(batch)
     assert metrics["weight_max"] == pytest.approx(float(w.max()), rel=1e-5)

@@ -88,7 +88,7 @@ def test_posttrain_preset_runs_from_a_base_checkpoint(base, tmp_path, method):
     root, ckpt = base
     out = tmp_path / method
     stdout = _train(_preset_args(method, ckpt, root, out), tmp_path)
-    assert "credit:" in stdout
+    assert f"{method} labels:" in stdout  # the algorithm's labelling summary
     if method in ("apo", "flow_dpo"):  # compared with the starting policy, kept for a resume
         assert (out / "reference/model.safetensors").is_file()
     if method == "apo":

@@ -21,10 +21,10 @@ class HABCConfig(CriticConfig):
     w_max: float = 20.0
     efficiency_weight: float = 1.0  # of the efficiency regression in the joint loss
     # z(.) of A_hat: "batch" standardises over each actor batch's autonomous frames (the spec); "dataset"
-    # once over all autonomous frames (the variant used before; kept for the ablation)
+    # once over all autonomous frames (an ablation)
     standardise: str = "batch"
     # outcome labels only from segments the current policy executed (the spec); a list of sources whose
-    # autonomous segments also count (e.g. ["policy", "demo", "scripted"], the old behaviour)
+    # autonomous segments also count (e.g. ["policy", "demo", "scripted"])
     label_sources: tuple[str, ...] = ("policy",)
     # A_v: "one_step" = V_v(s_{t+1}) - V_v(s_t) (the spec); "monte_carlo" = y_seg - V_v(s_t), the one-step
     # advantages summed to the segment's end with its observed outcome as the terminal value, for every
