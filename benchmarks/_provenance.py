@@ -3,11 +3,10 @@ time), and where the records go."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from vla.provenance import ROOT, code_version, provenance
+from vla.provenance import ROOT, code_version, provenance, record_json
 
 RESULTS = ROOT / "benchmarks" / "results"
 __all__ = ["RESULTS", "ROOT", "code_version", "provenance", "write_record"]
@@ -17,5 +16,5 @@ def write_record(name: str, record: dict[str, Any], started: float) -> Path:
     """``benchmarks/results/<name>.json``: the record plus its provenance."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
-    path.write_text(json.dumps({**record, **provenance(started)}, indent=2) + "\n")
+    path.write_text(record_json({**record, **provenance(started)}))
     return path

@@ -26,19 +26,12 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import sim  # noqa: F401  (GL backend before MuJoCo)
 from policies.lerobot_checkpoint import save_lerobot_folder
-from policies.pi0.tiny import (
-    TINY_EXPERT,
-    TINY_VISION,
-    TINY_VLM,
-    build_tiny_paligemma_tokenizer,
-    make_tiny_pi0,
-)
+from policies.pi0.tiny import build_tiny_paligemma_tokenizer, make_tiny_pi0, tiny_size_overrides
 from policies.smolvla.tiny import build_tiny_smolvlm, save_lerobot_smolvla
 from sim.libero.evaluation import LiberoEvalConfig
 from sim.libero.operator import OperatorConfig
@@ -86,16 +79,9 @@ def tiny_pi05(root: Path) -> tuple[Path, list[str]]:
     folder = root / "lerobot_pi05"
     if not folder.exists():
         save_lerobot_folder(make_tiny_pi0(root, variant="pi05", image_size=SIZE, **SHAPES), folder)
-
-    def size(s: Any) -> str:
-        return "{" + ",".join(f"{k}:{v}" for k, v in asdict(s).items()) + "}"
-
     return folder, [
         f"policy.tokenizer_path={tokenizer}",
-        f"policy.vlm={size(TINY_VLM)}",
-        f"policy.expert={size(TINY_EXPERT)}",
-        f"policy.vision={size(TINY_VISION)}",
-        "policy.vocab_size=384",
+        *tiny_size_overrides(),
         "policy.tokenizer_max_length=64",
     ]
 

@@ -29,12 +29,18 @@ folder), never to the checkpoint trained on them. The last round's checkpoint ha
 ``<out>/round_<R+1>/rollouts``), measures it; a later run with ``loop.rounds=R+1`` trains on those.
 ``loop.round_eval_episodes`` evaluates the rounds before the last on fewer episodes (each row's
 ``eval_episodes`` says how many).
+
+**Compute.** Row r's ``wall_minutes`` is what round r took (its rollouts, critic, training and evaluation;
+on row R the final collection too). An interrupted round is redone from its start (its finished rollouts
+kept), so a resumed lineage's rows add up to what an uninterrupted run takes, not to the time since the last
+restart. Non-finite numbers (a time to success without successes) are written as ``null``.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +51,7 @@ from training.run_folder import run_dir, with_run_folder
 from vla.data.sidecar import read_sidecar
 from vla.errors import InputError
 from vla.lock import folder_lock
+from vla.provenance import record_json
 
 
 def _runner(cfg: TrainConfig, out: Path):
@@ -171,29 +178,45 @@ def run_rounds(cfg: TrainConfig) -> Path:
             print(f"round 0: evaluating the base policy {ckpt}")
             base = runner.run(ckpt, 0)
         rounds.append({"round": 0, "checkpoint": str(ckpt), **base})
-        report.write_text(json.dumps(rounds, indent=2))
+        write_rounds(report, rounds)
     for r in range(1, loop.rounds + 1):
         done = next((x for x in rounds if x["round"] == r), None)
         if done is not None:  # finished in an earlier, interrupted run
             ckpt = Path(done["checkpoint"])
             continue
+        t0 = time.perf_counter()
         _measure(cfg, runner, rounds, r, ckpt)  # round r's rollouts: round r-1's takeovers
-        report.write_text(json.dumps(rounds, indent=2))
+        write_rounds(report, rounds)
         round_cfg = round_config(cfg, r, ckpt)
         trainer = Trainer(round_cfg)
         ckpt = trainer.run()
         metrics = trainer.last_metrics or env_runner(round_cfg, out).run(ckpt, r)
         row = {"round": r, "checkpoint": str(ckpt), "eval_episodes": round_cfg.env.episodes}
+        row["wall_minutes"] = round((time.perf_counter() - t0) / 60, 2)
         rounds.append({**row, **trainer.prepared, **metrics})
-        report.write_text(json.dumps(rounds, indent=2))
+        write_rounds(report, rounds)
     final = next(x for x in rounds if x["round"] == loop.rounds)
     if loop.final_rollouts and "takeovers_per_episode" not in final:  # the last checkpoint's takeovers
+        t0 = time.perf_counter()
         _measure(cfg, runner, rounds, loop.rounds + 1, Path(final["checkpoint"]))
-        report.write_text(json.dumps(rounds, indent=2))
+        final["wall_minutes"] = round(final.get("wall_minutes", 0.0) + (time.perf_counter() - t0) / 60, 2)
+        write_rounds(report, rounds)
     plot_rounds(rounds, out / "rounds.png", f"{cfg.algo['name']} on {cfg.env.task}")
     print(rounds_table(rounds))
     print(f"plot: {out / 'rounds.png'}")
     return ckpt
+
+
+def write_rounds(path: Path, rounds: list[dict[str, Any]]) -> None:
+    """``rounds.json``, strict JSON (:func:`vla.provenance.record_json`: a NaN is written as null)."""
+    path.write_text(record_json(rounds))
+
+
+def lineage_minutes(rounds: list[dict[str, Any]]) -> float | None:
+    """The compute of a finished run of rounds: the sum of its rows' ``wall_minutes`` (None where a row was
+    written by a version that did not time rounds)."""
+    walls = [r.get("wall_minutes") for r in rounds if r["round"] > 0]
+    return None if not walls or None in walls else round(sum(walls), 2)
 
 
 def _measure(cfg: TrainConfig, runner: Any, rounds: list[dict[str, Any]], r: int, ckpt: Path) -> None:

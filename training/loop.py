@@ -539,8 +539,10 @@ def train(
         if record is not None:
             record(out)
         if rounds is not None and cfg.loop.rounds > 0:
-            return rounds(cfg)  # each round's Trainer checks its inputs again, the new rollouts included
-        last = Trainer(cfg, inputs_checked=True).run()
+            last = rounds(cfg)  # each round's Trainer checks its inputs again, the new rollouts included
+        else:
+            last = Trainer(cfg, inputs_checked=True).run()
+        print(f"checkpoint: {last}")  # the run's last line, in train.log too
     if w.size > 1:
         distributed.barrier()  # the other ranks are done with their scratch folders
         shutil.rmtree(out / ".ranks", ignore_errors=True)

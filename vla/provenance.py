@@ -1,5 +1,6 @@
 """What every record of a run carries: the commit (and whether the tree was dirty), the machine, the date and
-the wall time of the run that produced it; and the code version a cache is keyed by.
+the wall time of the run that produced it; the code version a cache is keyed by; and how a record is
+written (:func:`record_json`: strict JSON, a NaN as ``null``).
 
 Read from git in the checkout this package is installed from (``pip install -e``); outside a checkout the
 commit reads ``unknown`` and the code version hashes empty trees.
@@ -8,6 +9,8 @@ commit reads ``unknown`` and the code version hashes empty trees.
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import os
 import platform
 import subprocess
@@ -60,3 +63,19 @@ def provenance(started: float) -> dict[str, Any]:
         "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)),
         "wall_minutes": round((time.time() - started) / 60, 2),
     }
+
+
+def record_json(obj: Any) -> str:
+    """``obj`` as strict JSON (indented, newline-terminated): NaN and infinities (a time to success without
+    a success) become ``null``, which every JSON reader accepts; Python's default ``NaN`` is not JSON."""
+    return json.dumps(_finite(obj), indent=2, allow_nan=False) + "\n"
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x

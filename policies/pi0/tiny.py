@@ -9,6 +9,7 @@ the network LeRobot's ``PI0Pytorch`` / ``PI05Pytorch`` at toy sizes: a 2-layer, 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from policies.pi0.config import GemmaSize, PI0AdapterConfig, PI05AdapterConfig, SiglipSize
@@ -79,3 +80,18 @@ def make_tiny_pi0(
     )
     cfg.update(overrides)
     return cls(cfg_cls(**cfg), tiny_stats(state_dim, action_dim))
+
+
+def tiny_size_overrides() -> list[str]:
+    """The ``vla-train`` overrides that build pi0/pi0.5 at the toy sizes above: LeRobot's configs can only
+    name the released sizes, so a tiny one reaches ``policy=pi05`` (or ``pi0``) as Hydra dicts."""
+
+    def spelled(size: GemmaSize | SiglipSize) -> str:
+        return "{" + ",".join(f"{k}:{v}" for k, v in asdict(size).items()) + "}"
+
+    return [
+        f"policy.vlm={spelled(TINY_VLM)}",
+        f"policy.expert={spelled(TINY_EXPERT)}",
+        f"policy.vision={spelled(TINY_VISION)}",
+        "policy.vocab_size=384",
+    ]

@@ -22,7 +22,6 @@ from lerobot.policies.smolvla.modeling_smolvla import VLAFlowMatching
 from torch import Tensor
 
 from policies.lerobot_adapter import IndicatorSlot, LeRobotFlowAdapter
-from policies.lerobot_checkpoint import lerobot_stats
 from policies.lerobot_preprocess import FlowInputs
 from policies.smolvla.config import SmolVLAAdapterConfig
 from vla.checkpoint import Stats
@@ -30,7 +29,7 @@ from vla.policy import POLICIES
 
 BACKBONE_DIR = "backbone"  # the backbone's config/tokenizer/processor files, copied into each checkpoint
 
-__all__ = ["BACKBONE_DIR", "IndicatorFlowMatching", "SmolVLAAdapter", "Stats", "lerobot_stats"]
+__all__ = ["BACKBONE_DIR", "IndicatorFlowMatching", "SmolVLAAdapter"]
 
 
 class IndicatorFlowMatching(IndicatorSlot, VLAFlowMatching):

@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 
 from policies.smolvla.config import SmolVLAAdapterConfig
-from policies.smolvla.policy import SmolVLAAdapter, Stats
+from policies.smolvla.policy import SmolVLAAdapter
 from policies.tiny_tokenizer import train_tiny_tokenizer
+from vla.checkpoint import Stats
 
 TINY_TASKS = (
     "pick up the red cube",

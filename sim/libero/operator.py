@@ -87,6 +87,7 @@ class ScriptedPlaceOperator:
         self.robot = robot
         self.env = robot._env._env.env  # LIBERO's BDDL domain (robosuite env) under LeRobot's LiberoEnv
         self.steps, self.phase, self.in_phase, self.active = 0, 0, 0, False
+        self.attempt = 0  # grasp heights tried past the first (0 on a goal without a script too)
         self.lift_to: np.ndarray | None = None
         self.triggers = []
         try:
@@ -97,7 +98,6 @@ class ScriptedPlaceOperator:
             return
         self.supported = True
         self.start_z = self._pos(self.obj)[2]
-        self.attempt = 0
 
     def _pos(self, body: str) -> np.ndarray:
         sim = self.env.sim

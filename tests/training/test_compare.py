@@ -13,6 +13,7 @@ import pytest
 from training.compare import report, stats
 from training.compare.arms import arm_overrides, split
 from training.compare.harness import CompareConfig, Settings, next_job
+from vla.provenance import record_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_posttrain import sim_base  # noqa: F401  (the fixture: three reach demos and a 3-step base)
@@ -63,9 +64,11 @@ def test_the_best_baseline_is_the_best_present_by_success_and_by_takeovers_separ
 
 def test_a_record_prints_the_same_lines_and_plots_one_line_per_arm(tmp_path, capsys):
     cells = [_cell(a, s, [30, 50 + s], [1.0, 0.5]) for a in ("control", "hg_dagger", "apo") for s in range(2)]
+    cells[0]["rounds"][-1]["time_to_success"] = math.nan  # a seed without a success: no time to success
     record = _record(cells, rounds=1)
     path = tmp_path / "r.json"
-    path.write_text(json.dumps(record))
+    path.write_text(record_json(record))  # strict JSON: the NaN is written as null
+    assert json.loads(path.read_text())["cells"][0]["rounds"][-1]["time_to_success"] is None
     report.from_record(path)
     assert capsys.readouterr().out.splitlines() == report.acceptance_lines(record)
     report.plot(record, tmp_path / "r.png")

@@ -11,7 +11,7 @@ import pytest
 
 from sim.runner import SimRunner
 from training import loop
-from training.closed_loop import collect_rollouts
+from training.closed_loop import collect_rollouts, lineage_minutes, write_rounds
 from training.config import EvalDuringTraining, LoopConfig, TrainConfig, TrainDeployConfig
 from training.data import DataConfig
 from training.run import train
@@ -76,6 +76,9 @@ def test_two_runs_share_round_one_and_keep_their_own_lineage(sim_base, tmp_path)
         for i in (1, 2):
             assert r[i]["operator_rollouts"] == str(tmp_path / arm / f"round_{i + 1}/rollouts")
             assert {"success_rate", "success_length_mean", "successes_per_1000_steps"} <= set(r[i])
+        # each round's compute, on its own row (so the rows add up right across an interruption)
+        assert all(x["wall_minutes"] > 0 for x in r[1:]) and "wall_minutes" not in r[0]
+        assert lineage_minutes(r) == pytest.approx(r[1]["wall_minutes"] + r[2]["wall_minutes"], abs=0.011)
         for x in r:
             assert x["takeovers_ci_low"] <= x["takeovers_per_episode"] <= x["takeovers_ci_high"]
             assert x["operator_frames_per_episode"] is not None
@@ -93,3 +96,22 @@ def test_the_old_shared_rollouts_key_is_refused_with_one_line():
         refuse_renamed(["loop.rollouts_dir=/tmp/r{round}"])
     with pytest.raises(ValueError, match=r"round 1's rollouts only"):
         LoopConfig(base_rollouts_dir="/tmp/r{round}")
+
+
+def test_rounds_json_is_strict_json_and_an_untimed_row_leaves_the_compute_unknown(tmp_path):
+    path = tmp_path / "rounds.json"
+    rows = [
+        {"round": 0, "checkpoint": "base"},
+        {"round": 1, "success_length_mean": float("nan"), "outcomes": [[False, 80, 1]], "wall_minutes": 2.5},
+        {"round": 2, "success_length_mean": 7.0, "wall_minutes": 1.25},
+    ]
+    write_rounds(path, rows)
+
+    def refuse(name):
+        raise AssertionError(f"rounds.json holds {name}")
+
+    back = json.loads(path.read_text(), parse_constant=refuse)
+    assert back[1]["success_length_mean"] is None and back[2]["success_length_mean"] == 7.0
+    assert lineage_minutes(back) == 3.75
+    del back[2]["wall_minutes"]  # a row from a version that did not time its round
+    assert lineage_minutes(back) is None

@@ -124,23 +124,16 @@ def test_periodic_evaluation_in_sim_through_the_runner_seam(reach_data, tmp_path
 
 def test_vla_train_runs_a_lerobot_pi05_adapter(reach_data, tmp_path):
     """policy=pi05 (LeRobot's PI05Pytorch at toy sizes, a local tokenizer) through the same Hydra loop."""
-    from policies.pi0.tiny import TINY_EXPERT, TINY_VISION, TINY_VLM, build_tiny_paligemma_tokenizer
+    from policies.pi0.tiny import TINY_VLM, build_tiny_paligemma_tokenizer, tiny_size_overrides
     from vla.policy import load_policy
 
     tok = build_tiny_paligemma_tokenizer(tmp_path / "tok")
-
-    def size(s):
-        return "{" + ",".join(f"{k}:{v}" for k, v in asdict(s).items()) + "}"
-
     _train(
         [
             "experiment=debug",
             "policy=pi05",
             f"policy.tokenizer_path={tok}",
-            f"policy.vlm={size(TINY_VLM)}",
-            f"policy.expert={size(TINY_EXPERT)}",
-            f"policy.vision={size(TINY_VISION)}",
-            "policy.vocab_size=384",
+            *tiny_size_overrides(),
             "policy.image_size=[32,32]",
             "policy.chunk_size=8",
             "policy.num_steps=2",

@@ -38,7 +38,7 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from training.closed_loop import closed_loop
+from training.closed_loop import closed_loop, lineage_minutes
 from training.compare import arms as arms_mod
 from training.compare.stats import best, per_seed, row_metrics
 from training.config import TrainConfig
@@ -138,10 +138,16 @@ def made(out: Path) -> dict[str, Any]:
     }
 
 
-def _timed(out: Path, fn: Callable[[], Any]) -> None:
+def _timed(out: Path, fn: Callable[[], Any], compute: Callable[[], float | None] = lambda: None) -> None:
+    """Run ``fn`` and write ``out``'s wall file: ``compute()`` minutes where it knows them (a lineage: the
+    sum of its rounds, right across interruptions), else this call's; ``invocation_minutes``: this call's."""
     t0 = time.time()
     fn()
-    (out / WALL_FILE).write_text(json.dumps({"wall_minutes": round((time.time() - t0) / 60, 2)}))
+    here = round((time.time() - t0) / 60, 2)
+    wall = compute()
+    (out / WALL_FILE).write_text(
+        json.dumps({"wall_minutes": here if wall is None else wall, "invocation_minutes": here})
+    )
 
 
 class Comparison:
@@ -300,7 +306,11 @@ class Comparison:
         if made_now:
             self.log(f"== base {b} seed {s} {arm} ({h}): {self.cfg.settings.rounds} rounds -> {out} ==")
             out.mkdir(parents=True, exist_ok=True)
-            _timed(out, lambda: closed_loop(dataclasses.replace(cfg, out=str(out))))
+            _timed(
+                out,
+                lambda: closed_loop(dataclasses.replace(cfg, out=str(out))),
+                lambda: lineage_minutes(json.loads((out / "rounds.json").read_text())),
+            )
         rows = json.loads((out / "rounds.json").read_text())
         return {
             "arm": arm,

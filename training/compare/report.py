@@ -232,5 +232,5 @@ def from_record(path: Path) -> None:
             f"{str(record.get('commit', 'unknown'))[:7]}; read it there "
             f"(git checkout {str(record.get('commit', '<commit>'))[:7]} -- benchmarks/posttrain.py)"
         )
-    for line in acceptance_lines(record):
+    for line in acceptance_lines({**record, "cells": stats.revive(record["cells"])}):
         print(line)

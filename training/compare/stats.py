@@ -57,6 +57,18 @@ def row_metrics(row: dict[str, Any]) -> Row:
     }
 
 
+METRICS = ("success", "time_to_success", "per_1000_steps", "takeovers", "operator_frames")
+
+
+def revive(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cells read back from a record: the metrics a record stores as null (JSON has no NaN) as nan again."""
+
+    def row(r: dict[str, Any]) -> dict[str, Any]:
+        return {k: NAN if k in METRICS and v is None else v for k, v in r.items()}
+
+    return [{**c, "rounds": [row(r) for r in c["rounds"]]} for c in cells]
+
+
 def final(cell: dict[str, Any]) -> Row:
     return cell["rounds"][-1]
 
@@ -112,10 +124,7 @@ def summarise(rows: PerSeed, baselines: Sequence[str], arms: Sequence[str]) -> d
     by_takeovers = best(rows, baselines, "takeovers", higher=False)
     out: dict[str, Any] = {"best_baseline": by_success, "best_baseline_takeovers": by_takeovers, "arms": {}}
     for a in arms:
-        s: dict[str, Any] = {
-            k: mean_ci(column(rows, a, k))
-            for k in ("success", "takeovers", "operator_frames", "time_to_success", "per_1000_steps")
-        }
+        s: dict[str, Any] = {k: mean_ci(column(rows, a, k)) for k in METRICS}
         s |= {
             "lift_over_best_baseline": mean_ci(paired(rows, a, by_success, "success")),
             "takeovers_vs_best_baseline": mean_ci(paired(rows, a, by_takeovers, "takeovers")),

@@ -182,7 +182,7 @@ def standardise(x: Tensor, mask: Tensor | None = None, eps: float = 1e-6) -> Ten
     mean = global_mean(x, m)
     var = global_sum((((x - mean) ** 2) * m.to(x.dtype)).sum()) / n.clamp(min=1)
     z = (x - mean) / (var.sqrt() + eps)
-    return z if bool(n > 0) else torch.zeros_like(x)
+    return torch.where(n > 0, z, torch.zeros_like(x))  # no host sync (a CUDA batch stays on the device)
 
 
 def habc_weights(

@@ -18,7 +18,6 @@ command resumes: finished lineages come from the cache, an unfinished one resume
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -29,7 +28,7 @@ from training.compare import arms as arms_mod
 from training.compare import report
 from training.compare.harness import PHASES, CompareConfig, Settings, compare
 from vla.errors import InputError
-from vla.provenance import provenance
+from vla.provenance import provenance, record_json
 
 
 def parser() -> argparse.ArgumentParser:
@@ -112,7 +111,7 @@ def write(record: dict[str, Any], path: Path, started: float) -> dict[str, Any]:
     """``record`` with its provenance to ``path`` (JSON) and its plot beside it (``.png``)."""
     record = {**record, **provenance(started)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2) + "\n")
+    path.write_text(record_json(record))
     report.plot(record, path.with_suffix(".png"))
     return record
 

@@ -41,13 +41,12 @@ def _run(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
     with exit_on_refusal():  # a refused input (2) or a non-finite loss (1): one line on stderr
         c: TrainConfig = typed_config(cfg)  # a missing mandatory value: one line
-        last = train(  # checks data.roots, init_from and out='s earlier run before any work or output folder
+        train(  # checks data.roots, init_from and out='s earlier run before any work or output folder
             c,
             experiment=hc.runtime.choices.get("experiment"),
             job=hc.job.num if hc.mode == RunMode.MULTIRUN else None,
             record=partial(save_hydra_record, cfg),
-        )
-    print(f"checkpoint: {last}")
+        )  # prints `checkpoint: <folder>` as its last line
 
 
 def main() -> None:
