@@ -44,12 +44,14 @@ def _image(t: float, value: int, compressed: bool):
 
 
 def write_bag(path: Path, storage: StoragePlugin, steps: int = 10, compressed: bool = False) -> np.ndarray:
-    """A 10 Hz episode: joint i at period k is 0.01 * k + i (reordered names), commands = the next state,
-    the operator engaged for periods 3..5. Returns the arm states [steps, 7]."""
+    """A 10 Hz episode: joint i at period k is the Panda's home pose + 0.1 * i + 0.01 * k (inside its joint
+    ranges; names reordered), commands = the next state, the operator engaged for periods 3..5. Returns the
+    arm states [steps, 7]."""
     T = STORE.types
     joints = list(NAMES["joint_names"])
     cam_type = "sensor_msgs/msg/CompressedImage" if compressed else "sensor_msgs/msg/Image"
-    states = np.array([[0.01 * k + i for i in range(7)] for k in range(steps)])
+    home = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
+    states = np.array([home + 0.1 * np.arange(7) + 0.01 * k for k in range(steps)])
     with Writer(path, version=9, storage_plugin=storage) as w:
         conns = {
             "js": w.add_connection("/joint_states", "sensor_msgs/msg/JointState", typestore=STORE),
@@ -145,7 +147,7 @@ def test_compressed_images_and_appending(tmp_path):
     out, _ = bag_to_dataset(cfg)  # a second bag appends a second episode
     from vla.data.validate import validate_dataset
 
-    report = validate_dataset(out)
+    report = validate_dataset(out, profiles="hardware.profiles")  # the joint ranges of the bag's profile
     assert report.num_episodes == 2
 
 
