@@ -12,6 +12,7 @@ import pytest
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
+from hardware.profiles import get_profile
 from hardware.ros_images import encode_compressed
 from hardware.ros_naming import profile_params
 from hardware.rosbag import Bag2DatasetConfig, bag_to_dataset
@@ -50,7 +51,7 @@ def write_bag(path: Path, storage: StoragePlugin, steps: int = 10, compressed: b
     T = STORE.types
     joints = list(NAMES["joint_names"])
     cam_type = "sensor_msgs/msg/CompressedImage" if compressed else "sensor_msgs/msg/Image"
-    home = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
+    home = np.array(get_profile("panda").home)
     states = np.array([home + 0.1 * np.arange(7) + 0.01 * k for k in range(steps)])
     with Writer(path, version=9, storage_plugin=storage) as w:
         conns = {
