@@ -31,15 +31,19 @@ folder), never to the checkpoint trained on them. The last round's checkpoint ha
 ``eval_episodes`` says how many).
 
 **Compute.** Row r's ``wall_minutes`` is what round r took (its rollouts, critic, training and evaluation;
-on row R the final collection too). An interrupted round is redone from its start (its finished rollouts
-kept), so a resumed lineage's rows add up to what an uninterrupted run takes, not to the time since the last
-restart. Non-finite numbers (a time to success without successes) are written as ``null``.
+on row R the final collection too). A round is the unit of resumption: an interrupted round's training is
+redone from its start (:func:`restart_training`; a run of ``vla-train`` without ``loop.rounds`` resumes
+from its checkpoint instead), and its rollouts committed before the interruption are kept and not timed
+again (a few seconds of collection). So a resumed lineage's rows add up to what an uninterrupted run takes,
+not to the time since the last restart. Non-finite numbers (a time to success without successes) are
+written as ``null``.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -188,6 +192,7 @@ def run_rounds(cfg: TrainConfig) -> Path:
         _measure(cfg, runner, rounds, r, ckpt)  # round r's rollouts: round r-1's takeovers
         write_rounds(report, rounds)
         round_cfg = round_config(cfg, r, ckpt)
+        restart_training(Path(round_cfg.out))
         trainer = Trainer(round_cfg)
         ckpt = trainer.run()
         metrics = trainer.last_metrics or env_runner(round_cfg, out).run(ckpt, r)
@@ -205,6 +210,15 @@ def run_rounds(cfg: TrainConfig) -> Path:
     print(rounds_table(rounds))
     print(f"plot: {out / 'rounds.png'}")
     return ckpt
+
+
+def restart_training(train: Path) -> None:
+    """Remove what an interrupted run of a round left in its training folder (checkpoint, critic, labels),
+    so that the round trains again from round r-1's checkpoint and its row times all of it (module
+    docstring, Compute). Its rollouts, in ``round_<r>/rollouts``, are kept."""
+    if train.exists():
+        print(f"{train}: an interrupted round's training; it restarts from the round's start")
+        shutil.rmtree(train)
 
 
 def write_rounds(path: Path, rounds: list[dict[str, Any]]) -> None:

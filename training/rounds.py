@@ -34,9 +34,9 @@ def rollout_seed(cfg: TrainConfig, r: int) -> int:
 
 def round_config(cfg: TrainConfig, r: int, init_from: str | Path) -> TrainConfig:
     """Round ``r``'s training run: from ``init_from`` on ``data.roots`` and rounds 1..r's rollouts, in
-    ``<out>/round_<r>/train`` (a rerun builds the same config, so an interrupted round resumes). Its final
-    evaluation runs ``env.episodes`` episodes in the last round, ``loop.round_eval_episodes`` (when set)
-    in the rounds before it."""
+    ``<out>/round_<r>/train`` (an interrupted round's training is redone there from its start:
+    ``closed_loop.restart_training``). Its final evaluation runs ``env.episodes`` episodes in the last
+    round, ``loop.round_eval_episodes`` (when set) in the rounds before it."""
     roots = [*cfg.data.roots, *(str(rollouts_folder(cfg, i)) for i in range(1, r + 1))]
     episodes = cfg.env.episodes
     if r < cfg.loop.rounds and cfg.loop.round_eval_episodes is not None:

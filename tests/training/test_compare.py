@@ -13,6 +13,7 @@ import pytest
 from training.compare import report, stats
 from training.compare.arms import arm_overrides, split
 from training.compare.harness import CompareConfig, Settings, next_job
+from vla.errors import InputError
 from vla.provenance import record_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -73,6 +74,11 @@ def test_a_record_prints_the_same_lines_and_plots_one_line_per_arm(tmp_path, cap
     assert capsys.readouterr().out.splitlines() == report.acceptance_lines(record)
     report.plot(record, tmp_path / "r.png")
     assert (tmp_path / "r.png").stat().st_size > 10_000
+    with pytest.raises(InputError, match=r"missing\.json: no such record"):
+        report.from_record(tmp_path / "missing.json")
+    (tmp_path / "cut.json").write_text(path.read_text()[:100])  # a record cut off mid-write
+    with pytest.raises(InputError, match=r"cut\.json: not a readable JSON record"):
+        report.from_record(tmp_path / "cut.json")
 
 
 def test_paired_time_to_success_compares_only_the_episodes_both_arms_succeed_on():

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from safetensors.torch import save_file
 
 from training.compare.credit_share import credit_shares, frame_groups, signal
@@ -68,7 +69,7 @@ def test_credit_shares_read_the_stored_labels_and_name_a_mismatch(design, tmp_pa
     labels_dir = tmp_path / "recap" / "round_1" / "train" / "critic"
     labels_dir.mkdir(parents=True)
     save_file({"cond": cond}, str(labels_dir / "labels.safetensors"))
-    shares = credit_shares(tmp_path / "recap", roots, names, 4, "recap", {}, batch=16)
+    shares = credit_shares(tmp_path / "recap", roots, names, 4, "recap", batch=16)
     assert sum(v["frames"] for v in shares.values()) == pytest.approx(100.0)
     assert shares["demos failed"]["signal"] == 0.0 and shares["rollouts human"]["signal"] == 0.0
     ok = [g for g in shares if g.endswith(" ok")]
@@ -78,4 +79,23 @@ def test_credit_shares_read_the_stored_labels_and_name_a_mismatch(design, tmp_pa
     assert shares["demos failed"]["w_q90"] == 0.0
     assert sum(v["mean_w"] * v["frames"] / 100 for v in shares.values()) == pytest.approx(1.0)
     with pytest.raises(ValueError, match=r"recap.*labelled frames"):
-        credit_shares(tmp_path / "recap", roots, names, 3, "recap", {}, batch=16)
+        credit_shares(tmp_path / "recap", roots, names, 3, "recap", batch=16)
+
+
+@pytest.mark.parametrize("standardise", ["batch", "dataset"])
+def test_habc_shares_follow_the_config_its_critic_stored(design, tmp_path, standardise):
+    """The preset leaves T_max unset (the task fills it in when the critic is fitted): the shares read the
+    stored critic's config, so a preset with ``t_max: null`` is no error, and its ``standardise`` decides."""
+    roots, names = design
+    n = len(frame_groups(roots, names, max_episodes=4))
+    folder = tmp_path / "habc" / "round_2" / "train" / "critic"
+    folder.mkdir(parents=True)
+    labels = _habc_labels(n)
+    save_file(labels, str(folder / "labels.safetensors"))
+    reward = {"c_fail": 300.0, "t_max": 80}
+    config = {"beta": 0.5, "w_max": 20.0, "standardise": standardise, "reward": reward}
+    (folder / "critic.yaml").write_text(yaml.safe_dump({"type": "habc", "config": config}))
+    shares = credit_shares(tmp_path / "habc", roots, names, 4, "habc", batch=16, round_=2)
+    assert sum(v["signal"] for v in shares.values()) == pytest.approx(100.0)
+    flat = all(v["signal"] == pytest.approx(v["frames"]) for v in shares.values())
+    assert flat == (standardise == "dataset")  # stored weights are all 7.0: the frames' shares exactly

@@ -107,6 +107,14 @@ def test_flow_dpo_pairs_and_its_loss_at_the_start(takeovers, tmp_path):
         q_all = torch.stack([q(c.samples[idx, j] * c.a_std + c.a_mean) for j in range(5)])  # [M, B]
         assert torch.allclose(q(chosen[idx]), q_all.max(0).values, atol=1e-5)
         assert torch.allclose(q(rejected[idx]), q_all.min(0).values, atol=1e-5)
+        # NORA-1.5's anchor to the data's action: weighted heavily, it ranks the chunks by distance alone
+        c.cfg.pair_anchor = 1e6
+        anchored = c.pairs()
+        distance = (c.samples - c.chunks(torch.arange(len(data)), 4)[:, None]).abs().mean((-2, -1))  # [N, M]
+        near, far = distance.argmin(1), distance.argmax(1)
+        rows = torch.arange(len(data))
+        assert torch.allclose(anchored["chosen"], c.samples[rows, near] * c.a_std + c.a_mean)
+        assert torch.allclose(anchored["rejected"], c.samples[rows, far] * c.a_std + c.a_mean)
     batch = data.get(idx)
     batch.update(chosen=chosen[idx], rejected=rejected[idx])
     noise, time = shared_noise(policy, len(idx), torch.Generator().manual_seed(0))

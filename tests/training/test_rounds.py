@@ -83,6 +83,18 @@ def test_two_runs_share_round_one_and_keep_their_own_lineage(sim_base, tmp_path)
             assert x["takeovers_ci_low"] <= x["takeovers_per_episode"] <= x["takeovers_ci_high"]
             assert x["operator_frames_per_episode"] is not None
         assert (tmp_path / arm / "rounds.png").stat().st_size > 1000
+    # an interrupted round (no row yet) trains again from its start, its kept rollouts reused: its row
+    # times all of its training, not the rest after a checkpoint
+    a_dir = tmp_path / "a"
+    write_rounds(a_dir / "rounds.json", rows["a"][:2])
+    (a_dir / "round_2/train/left_by_the_interrupted_run").write_text("")
+    before = read_sidecar(a_dir / "round_2/rollouts")
+    train(a)
+    again = json.loads((a_dir / "rounds.json").read_text())
+    assert [x["round"] for x in again] == [0, 1, 2]
+    assert not (a_dir / "round_2/train/left_by_the_interrupted_run").exists()
+    assert again[2]["success_rate"] == rows["a"][2]["success_rate"]  # the same round, redone
+    assert read_sidecar(a_dir / "round_2/rollouts") == before
     # the shared folder refuses another checkpoint's collection, before any episode runs
     runner = SimRunner(task="reach", episodes=1, workers=0, horizon=4, out=str(tmp_path / "eval"))
     with pytest.raises(InputError, match=r"episode 0 was made by .* not by .*round_1"):

@@ -27,7 +27,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from training.critics import HABCConfig, critic_config
+from training.critics import HABCConfig, critic_config, read_critic_config
+from training.critics.base import CRITIC_CONFIG
 from training.critics.targets import habc_weights
 from vla.data.reader import iter_episodes, read_episode_info
 from vla.data.schema import IS_INTERVENTION
@@ -83,17 +84,19 @@ def credit_shares(
     names: list[str],
     max_episodes: int | None,
     algo: str,
-    critic: dict,
     batch: int,
     round_: int = 1,
 ) -> dict[str, dict[str, float]]:
     """``{group: {"frames": %, "signal": %, "mean_w", "w_q10", "w_q50", "w_q90"}}``: the group's share of the
     frames and of the actor's signal in round ``round_`` (``roots``: its training data, in order), and its
-    frames' weights relative to the mean over all frames."""
+    frames' weights relative to the mean over all frames. The critic's config is the one the round's critic
+    stored (``critic.yaml``: what it was fitted with, the task's T_max filled in), not the preset's."""
     train = arm_out / f"round_{round_}" / "train"
-    folder = train / "critic" if (train / "critic").is_dir() else train / "preference"  # APO: no critic
+    critic_dir = train / "critic"
+    folder = critic_dir if critic_dir.is_dir() else train / "preference"  # APO: no critic
     labels = load_file(str(folder / "labels.safetensors"))
     groups = frame_groups(roots, names, max_episodes)
+    critic = read_critic_config(critic_dir)["config"] if (critic_dir / CRITIC_CONFIG).is_file() else {}
     s = signal(labels, algo, critic, batch)
     if len(s) != len(groups):
         raise ValueError(f"{arm_out}: {len(s)} labelled frames, the data design has {len(groups)}")

@@ -382,7 +382,6 @@ def compare(
             [*names, *["rollouts"] * n],
             cfg.settings.max_episodes,
             cell["algo"],
-            cell["critic"],
             cell["batch_size"],
             round_=n,
         )

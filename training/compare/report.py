@@ -223,9 +223,18 @@ def from_record(path: Path) -> None:
     """Print a stored record's acceptance lines (re-summarised from its cells); trains nothing.
 
     Raises:
-        InputError: ``path`` is not a comparison record (no ``cells``): e.g. a one-round
-            ``posttrain_<task>.json``, which the commit it names reads."""
-    record = json.loads(Path(path).read_text())
+        InputError: ``path`` does not exist or is not JSON; or it is not a comparison record (no
+            ``cells``): e.g. a one-round ``posttrain_<task>.json``, which the commit it names reads."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise InputError(
+            f"{path}: no such record; a comparison writes one when it finishes "
+            "(benchmarks/posttrain.py: benchmarks/results/rounds_<task>.json; vla-compare: <out>/<task>/"
+            "<phase>_<key>/comparison.json)"
+        ) from None
+    except (OSError, ValueError) as exc:  # unreadable, or not JSON (json.JSONDecodeError is a ValueError)
+        raise InputError(f"{path}: not a readable JSON record ({exc})") from exc
     if "cells" not in record:
         raise InputError(
             f"{path} is not a comparison record (no 'cells'): a one-round record of commit "

@@ -42,11 +42,17 @@ class QChunkConfig(CriticConfig):
     # Flow-DPO's pairs: label() also gives, per frame, the best and the worst of the M policy chunks by
     # the ensemble's mean Q (``chosen`` / ``rejected``, raw units [N, H, A]) and their Q gap
     pairs: bool = False
+    # [paper, NORA-1.5] the pairs' score adds -pair_anchor x mean |A' - A| (normalised units; A the data's
+    # chunk at the frame): chunks far from the demonstrated or executed action rank lower. 0: Q alone
+    pair_anchor: float = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.ensemble < 2 or self.samples < 1:
-            raise ValueError(f"ensemble={self.ensemble} >= 2 and samples={self.samples} >= 1 required")
+        if self.ensemble < 2 or self.samples < 1 or self.pair_anchor < 0:
+            raise ValueError(
+                f"ensemble={self.ensemble} >= 2, samples={self.samples} >= 1 and pair_anchor="
+                f"{self.pair_anchor} >= 0 required"
+            )
         if self.mode not in ("weight", "indicator") or self.aggregate not in ("min2", "mean_std"):
             raise ValueError(f"mode={self.mode!r} / aggregate={self.aggregate!r} not known")
 
@@ -190,14 +196,20 @@ class ChunkQCritic(Critic):
         return out
 
     def pairs(self) -> dict[str, Tensor]:
-        """Flow-DPO's preference pairs: of the M policy chunks of each frame, the one the ensemble (mean
-        over heads) scores highest (``chosen``) and lowest (``rejected``), raw units [N, H, A];
-        ``pair_gap`` [N] the Q difference between them."""
+        """Flow-DPO's preference pairs: of the M policy chunks A'_j of each frame, the one scored highest
+        (``chosen``) and lowest (``rejected``), raw units [N, H, A], by
+
+            score_j = mean_k Q_k(o, A'_j) - pair_anchor * mean |A'_j - A|   (A: the data's chunk);
+
+        ``pair_gap`` [N] the score difference between them."""
         m = self.samples.shape[1]
+        anchor = self.cfg.pair_anchor  # type: ignore[attr-defined]
 
         def best_worst(idx: Tensor) -> Tensor:  # [B, 3]: argmax, argmin, gap
             feat = self.features(idx).repeat_interleave(m, 0)
             q = self.q_values(feat, self.samples[idx].flatten(0, 1)).mean(0).view(-1, m)  # [B, M]
+            if anchor:
+                q = q - anchor * (self.samples[idx] - self.chunks(idx, self.h)[:, None]).abs().mean((-2, -1))
             gap = q.max(1).values - q.min(1).values
             return torch.stack([q.argmax(1).float(), q.argmin(1).float(), gap], 1)
 
